@@ -1,0 +1,37 @@
+# The two commands: `make run` (the whole system on this machine) and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PACKAGES := -e libs/switchboard -e services/gateway -e services/router -e services/agent -e services/tools
+
+.PHONY: install run test lint proto bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat $(PACKAGES)
+	touch $(STAMP)
+
+run: install
+	$(BIN)/switchboard up $(ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: install lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+proto: install
+	$(BIN)/python -m switchboard.protogen
+
+bench: install
+	$(BIN)/python -m tests.bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

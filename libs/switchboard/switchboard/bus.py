@@ -1,0 +1,252 @@
+"""The NATS bus: connection, the JetStream streams and KV of DESIGN.md section 4, subjects,
+publishing with W3C trace context in headers, and a pull worker that only fetches when it has a
+free slot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import nats
+from google.protobuf.message import Message
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+from .telemetry import inject_headers
+
+log = logging.getLogger(__name__)
+
+HOUR = 3600.0
+MSG_ID = "Nats-Msg-Id"
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Every subject name in one place, under a configurable prefix."""
+
+    prefix: str = "sb"
+
+    def inbound(self, channel: str) -> str:
+        return f"{self.prefix}.inbound.{channel}"
+
+    def lane(self, agent: str, token: str) -> str:
+        return f"{self.prefix}.lane.{agent}.{token}"
+
+    def lanes(self) -> str:
+        return f"{self.prefix}.lane.*.*"
+
+    def tools_call(self, profile: str) -> str:
+        return f"{self.prefix}.tools.call.{profile}"
+
+    def tools_result(self, run_id: str) -> str:
+        return f"{self.prefix}.tools.result.{run_id}"
+
+    def tools_specs(self) -> str:
+        return f"{self.prefix}.tools.specs"
+
+    def events(self, token: str) -> str:
+        return f"{self.prefix}.events.{token}"
+
+    def outbound(self, channel: str, account: str) -> str:
+        return f"{self.prefix}.outbound.{channel}.{account}"
+
+    def health(self, service: str) -> str:
+        return f"{self.prefix}.health.{service}"
+
+    def stream(self, base: str) -> str:
+        """Stream/bucket name: the DESIGN names for the default prefix, prefixed otherwise."""
+        return base if self.prefix == "sb" else f"{self.prefix.upper()}_{base}"
+
+    @property
+    def lease_bucket(self) -> str:
+        return f"{self.prefix}_lane_leases"
+
+
+def stream_configs(s: Subjects) -> list[StreamConfig]:
+    file = StorageType.FILE
+    return [
+        StreamConfig(
+            name=s.stream("INBOUND"),
+            subjects=[f"{s.prefix}.inbound.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_age=24 * HOUR,
+            duplicate_window=120.0,
+            storage=file,
+        ),
+        StreamConfig(
+            name=s.stream("LANES"),
+            subjects=[s.lanes()],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * 24 * HOUR,
+            duplicate_window=120.0,
+            storage=file,
+        ),
+        StreamConfig(
+            name=s.stream("TOOLS"),
+            subjects=[f"{s.prefix}.tools.call.>"],
+            retention=RetentionPolicy.WORK_QUEUE,
+            max_age=HOUR,
+            storage=file,
+        ),
+        StreamConfig(
+            name=s.stream("OUTBOUND"),
+            subjects=[f"{s.prefix}.outbound.>"],
+            retention=RetentionPolicy.WORK_QUEUE,
+            max_age=24 * HOUR,
+            duplicate_window=600.0,
+            storage=file,
+        ),
+        StreamConfig(
+            name=s.stream("EVENTS"),
+            subjects=[f"{s.prefix}.events.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_age=HOUR,
+            storage=file,
+        ),
+    ]
+
+
+async def connect(url: str, name: str) -> NATS:
+    """Connect with unlimited reconnects; connection state changes are logged."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats error: %s", exc)
+
+    async def on_disconnect() -> None:
+        log.warning("nats disconnected")
+
+    async def on_reconnect() -> None:
+        log.info("nats reconnected")
+
+    return await nats.connect(
+        servers=[url],
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=2,
+        allow_reconnect=True,
+        error_cb=on_error,
+        disconnected_cb=on_disconnect,
+        reconnected_cb=on_reconnect,
+    )
+
+
+async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
+    """Create or update the streams and KV buckets; safe to run from every service at once."""
+    for config in stream_configs(subjects):
+        try:
+            await js.add_stream(config)
+        except BadRequestError:
+            await js.update_stream(config)
+    try:
+        await js.key_value(subjects.lease_bucket)
+    except NotFoundError:
+        with contextlib.suppress(BadRequestError):
+            await js.create_key_value(
+                KeyValueConfig(bucket=subjects.lease_bucket, ttl=30.0, storage=StorageType.FILE)
+            )
+
+
+async def js_publish(
+    js: JetStreamContext, subject: str, message: Message, msg_id: str | None = None
+) -> int:
+    """Durably publish a protobuf message with trace context; return its stream sequence."""
+    headers = inject_headers({MSG_ID: msg_id} if msg_id else None)
+    ack = await js.publish(subject, message.SerializeToString(), headers=headers, timeout=5.0)
+    return ack.seq
+
+
+async def core_publish(nc: NATS, subject: str, message: Message) -> None:
+    """Fire-and-forget publish (captured by a stream if one listens on the subject)."""
+    await nc.publish(subject, message.SerializeToString(), headers=inject_headers())
+
+
+async def durable_pull(
+    js: JetStreamContext,
+    stream: str,
+    durable: str,
+    filter_subject: str,
+    *,
+    ack_wait: float = 30.0,
+    max_deliver: int = -1,
+    max_ack_pending: int = 10_000,
+) -> JetStreamContext.PullSubscription:
+    config = ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=ack_wait,
+        max_deliver=max_deliver,
+        max_ack_pending=max_ack_pending,
+        filter_subject=filter_subject,
+    )
+    return await js.pull_subscribe(filter_subject, durable=durable, stream=stream, config=config)
+
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+class PullWorker:
+    """Fetches from a pull consumer only while it has a free slot, handling messages
+    concurrently up to ``concurrency``. The handler acks; an exception NAKs with a delay."""
+
+    def __init__(
+        self, sub: JetStreamContext.PullSubscription, handler: Handler, concurrency: int, name: str
+    ) -> None:
+        self.sub = sub
+        self.handler = handler
+        self.slots = asyncio.Semaphore(concurrency)
+        self.name = name
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        while True:
+            await self.slots.acquire()
+            try:
+                msgs = await self.sub.fetch(1, timeout=5.0)
+            except (TimeoutError, nats.errors.TimeoutError):
+                self.slots.release()
+                continue
+            except (nats.errors.ConnectionClosedError, asyncio.CancelledError):
+                self.slots.release()
+                raise
+            except Exception as exc:  # connection trouble: back off and retry
+                self.slots.release()
+                log.warning("%s: fetch failed (%s); retrying", self.name, type(exc).__name__)
+                await asyncio.sleep(0.5)
+                continue
+            for i, msg in enumerate(msgs):
+                if i:  # fetch(1) returns one message; keep the slot accounting right anyway
+                    await self.slots.acquire()
+                task = asyncio.create_task(self._handle(msg))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+
+    async def _handle(self, msg: Msg) -> None:
+        try:
+            await self.handler(msg)
+        except Exception:
+            log.exception("%s: handler failed on %s; will be redelivered", self.name, msg.subject)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1.0)
+        finally:
+            self.slots.release()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for in-flight handlers (used at shutdown)."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=timeout)

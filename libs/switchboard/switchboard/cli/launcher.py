@@ -1,0 +1,292 @@
+"""The embedded-mode launcher behind ``switchboard up``: the whole system on this machine.
+
+Starts nats-server (JetStream) and PostgreSQL concurrently, spawns every service process as soon as
+NATS accepts clients (services that need the database retry their connection themselves; its URI is
+known before PostgreSQL is up), supervises them, waits for the gateway's /readyz and on
+Ctrl-C/SIGTERM stops everything: services first, then NATS and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from switchboard.cli.home import (
+    Home,
+    HomeError,
+    claim,
+    gateway_token,
+    reap_stale,
+    remove_pid,
+    write_pid,
+)
+from switchboard.cli.supervisor import Backoff, Instance, ServiceSpec, Supervisor, plan_instances
+from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
+
+DEFAULT_HTTP_PORT = 8080
+# The services of embedded mode, in start order: name -> module run with `python -m`.
+# (memory, scheduler and media join here when they exist; Qdrant runs inside memory.)
+SERVICE_MODULES: dict[str, str] = {
+    "gateway": "switchboard_gateway",
+    "router": "switchboard_router",
+    "agent": "switchboard_agent",
+    "tools": "switchboard_tools",
+}
+AGENT_PORT_ENV = "SB_AGENT_GRPC_PORT"
+
+
+class LaunchError(RuntimeError):
+    """The system cannot be started as asked; the message says what to do."""
+
+
+def default_services(scale: Mapping[str, int] | None = None) -> list[ServiceSpec]:
+    scale = scale or {}
+    return [
+        ServiceSpec(
+            name,
+            (sys.executable, "-m", module),
+            scale=scale.get(name, 1),
+            port_env=(AGENT_PORT_ENV,) if name == "agent" else (),
+        )
+        for name, module in SERVICE_MODULES.items()
+    ]
+
+
+def _env_port(environ: Mapping[str, str], name: str) -> int | None:
+    if not (raw := environ.get(name, "")):
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise LaunchError(f"{name}={raw!r} is not a TCP port (1-65535)")
+    return int(raw)
+
+
+class Launcher:
+    """Runs NATS, PostgreSQL and the service processes until told to stop.
+
+    Configuration comes from the arguments and from ``environ`` (default ``os.environ``), which is
+    also the base environment of every service: SB_DATABASE_URL (use that database instead of
+    starting PostgreSQL), SB_NATS_PORT, SB_GATEWAY_TOKEN.
+    """
+
+    def __init__(
+        self,
+        home: Home | Path,
+        *,
+        services: Sequence[ServiceSpec] | None = None,
+        http_port: int = DEFAULT_HTTP_PORT,
+        environ: Mapping[str, str] | None = None,
+        backoff: Backoff | None = None,
+        stop_timeout: float = 5.0,
+        ready_timeout: float = 60.0,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+    ) -> None:
+        self.home = home if isinstance(home, Home) else Home(Path(home).resolve())
+        self.services = list(default_services() if services is None else services)
+        self.http_port = http_port
+        self.environ = dict(os.environ if environ is None else environ)
+        self.backoff = backoff or Backoff()
+        self.stop_timeout = stop_timeout
+        self.ready_timeout = ready_timeout
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.nats: NatsServer | None = None
+        self.postgres: Postgres | None = None
+        self.supervisor: Supervisor | None = None
+        self.database_url = ""
+        self.ready = asyncio.Event()  # set once /readyz answered 200
+        self._claimed = False  # run/launcher.pid is ours
+        self._nats_start: asyncio.Future[NatsServer] | None = None
+        self._pg_start: asyncio.Future[str] | None = None
+
+    def say(self, message: str) -> None:
+        print(f"switchboard: {message}", file=self.err, flush=True)
+
+    def run(self) -> int:
+        """Serve until SIGINT/SIGTERM/SIGHUP; the exit code."""
+        return asyncio.run(self._serve_with_signals())
+
+    async def _serve_with_signals(self) -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        for sig in signals:
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            return await self.serve(stop)
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    async def serve(self, stop: asyncio.Event) -> int:
+        """Start everything, run until ``stop`` is set, stop everything; the exit code."""
+        started = time.monotonic()
+        try:
+            return await self._serve(stop, started)
+        except (LaunchError, HomeError, ServerError) as exc:
+            self.say(str(exc))
+            return 1
+        finally:
+            await self._shutdown()
+
+    async def _serve(self, stop: asyncio.Event, started: float) -> int:
+        home = self.home
+        home.create()
+        claim(home)
+        self._claimed = True
+        leftovers = reap_stale(home)
+        if leftovers:
+            self.say(f"stopped {len(leftovers)} process(es) left over by an earlier run")
+        if not port_is_free(self.http_port):
+            raise LaunchError(
+                f"HTTP port {self.http_port} is busy (another program listens on "
+                f"127.0.0.1:{self.http_port}); choose another one with --http-port N "
+                "or SB_HTTP_PORT"
+            )
+        token = gateway_token(home, self.environ)
+        if token.generated:
+            print(
+                f"Gateway token (stored in {token.source}): {token.value}",
+                file=self.out,
+                flush=True,
+            )
+
+        nats_port = _env_port(self.environ, "SB_NATS_PORT")
+        self.nats = NatsServer(home.nats_dir, nats_port, log_file=home.logs_dir / "nats.log")
+        self._nats_start = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
+        self.database_url = self.environ.get("SB_DATABASE_URL", "")
+        if not self.database_url:
+            self.postgres = Postgres(home.pg_dir)
+            self.database_url = await asyncio.to_thread(self.postgres.expected_uri)
+            self._pg_start = asyncio.ensure_future(asyncio.to_thread(self.postgres.start))
+        await self._nats_start
+        assert self.nats.pid is not None
+        write_pid(home.pid_file("nats"), self.nats.pid)
+
+        self.supervisor = Supervisor(
+            self._plan(token.value), stop_timeout=self.stop_timeout, err=self.err
+        )
+        await self.supervisor.start()
+        return await self._until_stopped(stop, started, token.source)
+
+    def _plan(self, token: str) -> list[Instance]:
+        assert self.nats is not None
+        common = {
+            **self.environ,
+            "SB_NATS_URL": self.nats.url,
+            "SB_DATABASE_URL": self.database_url,
+            "SB_HOME": str(self.home.root),
+            "SB_GATEWAY_TOKEN": token,
+            "SB_HTTP_PORT": str(self.http_port),
+            "SB_WORKSPACES_DIR": str(self.home.workspaces_dir),
+        }
+        common.setdefault("PYTHONUNBUFFERED", "1")  # service logs appear as they are written
+        instances = plan_instances(
+            self.services,
+            common,
+            self.home,
+            self.backoff,
+            reserved_ports={self.http_port, self.nats.port},
+        )
+        # Wiring: the gateway (and anyone else) reaches the agents' gRPC servers here.
+        agents = [
+            f"127.0.0.1:{i.env[AGENT_PORT_ENV]}" for i in instances if AGENT_PORT_ENV in i.env
+        ]
+        if agents:
+            for inst in instances:
+                inst.env["SB_AGENT_ADDR"] = ",".join(agents)
+        return instances
+
+    async def _until_stopped(self, stop: asyncio.Event, started: float, token_source: str) -> int:
+        stopped = asyncio.create_task(stop.wait())
+        ready = asyncio.create_task(self._wait_ready())
+        waiting: set[asyncio.Future[Any]] = {stopped, ready}
+        if self._pg_start is not None:
+            waiting.add(self._pg_start)
+        try:
+            while True:
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if stopped in done:
+                    self.say("stopping")
+                    return 0
+                if self._pg_start in done:
+                    waiting.discard(self._pg_start)
+                    self._postgres_started()
+                if ready in done:
+                    waiting.discard(ready)
+                    if not ready.result():
+                        raise LaunchError(
+                            f"not ready after {self.ready_timeout:g}s: "
+                            f"http://127.0.0.1:{self.http_port}/readyz never answered 200; "
+                            f"see the service logs in {self.home.logs_dir}"
+                        )
+                    base = f"http://127.0.0.1:{self.http_port}"
+                    print(
+                        f"Switchboard ready: {base}/ (OpenAI API at {base}/v1, token in "
+                        f"{token_source}) in {time.monotonic() - started:.1f}s",
+                        file=self.out,
+                        flush=True,
+                    )
+        finally:
+            stopped.cancel()
+            ready.cancel()
+
+    def _postgres_started(self) -> None:
+        """PostgreSQL is up (or failed: ServerError propagates and stops the launch)."""
+        assert self._pg_start is not None and self.postgres is not None
+        uri = self._pg_start.result()
+        if self.postgres.pid is not None:
+            write_pid(self.home.pid_file("postgres"), self.postgres.pid)
+        if uri != self.database_url and self.supervisor is not None:
+            self.say(f"PostgreSQL listens at {uri}, not {self.database_url}; restarting services")
+            self.database_url = uri
+            for inst in self.supervisor.instances:
+                inst.env["SB_DATABASE_URL"] = uri
+                self.supervisor.restart(inst)
+
+    async def _wait_ready(self) -> bool:
+        import httpx
+
+        url = f"http://127.0.0.1:{self.http_port}/readyz"
+        deadline = time.monotonic() + self.ready_timeout
+        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(url)).status_code == 200:
+                        self.ready.set()
+                        return True
+                await asyncio.sleep(0.1)
+        return False
+
+    async def _shutdown(self) -> None:
+        """Services first (they may still talk to NATS while draining), then NATS and PostgreSQL.
+
+        Every step runs even if an earlier one failed, so nothing is left running.
+        """
+        if self.supervisor is not None:
+            try:
+                await self.supervisor.stop()
+            except Exception as exc:
+                self.say(f"error while stopping services: {exc!r}")
+        for starting in (self._nats_start, self._pg_start):
+            if starting is not None:  # a start in progress must finish before it can be undone
+                with contextlib.suppress(Exception):
+                    await starting
+        steps = [s.stop for s in (self.nats, self.postgres) if s is not None]
+        results = await asyncio.gather(
+            *(asyncio.to_thread(s) for s in steps), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                self.say(f"error while stopping servers: {result!r}")
+        owned = {"nats": self.nats, "postgres": self.postgres, "launcher": self._claimed}
+        for name, ours in owned.items():
+            if ours:  # never remove the files of another launcher that refused us
+                remove_pid(self.home.pid_file(name))

@@ -1,0 +1,54 @@
+"""The ``switchboard`` command: one sub-command per module, each exposing ``register()``."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from switchboard.cli import doctor, up
+
+
+def package_version() -> str:
+    try:
+        return version("switchboard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _version(args: argparse.Namespace) -> int:
+    print(f"switchboard {package_version()} (python {platform.python_version()})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="switchboard", description="Switchboard: a self-hosted AI assistant."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    up.register(commands)
+    doctor.register(commands)
+    commands.add_parser("version", help="print the version").set_defaults(func=_version)
+    # Later commands plug in the same way: a module in switchboard/cli/ with
+    # `register(commands)` that adds its parser and sets `func` (returning the exit code):
+    #   chat      terminal chat over the gateway WebSocket
+    #   agent     one turn: switchboard agent -m "..." [--session KEY]
+    #   sessions  list / show / reset sessions
+    #   cron      scheduled jobs;   pairing   DM pairing approvals
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

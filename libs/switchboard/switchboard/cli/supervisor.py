@@ -1,0 +1,228 @@
+"""Service processes of embedded mode: spawn, restart with backoff, stop cleanly.
+
+Each process runs in its own session (so Ctrl-C reaches only the launcher, and a stop signal
+reaches the whole process group, grandchildren included), writes to its own log file, and has a
+pid file in ``$SB_HOME/run`` while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TextIO
+
+from switchboard.cli.home import Home, remove_pid, write_pid
+from switchboard.embedded import free_port
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One service of the system: its command, how many processes, and what they need.
+
+    ``port_env`` names environment variables that get a free TCP port per process (e.g. the
+    agent's ``SB_AGENT_GRPC_PORT``); ports stay the same across restarts of that process.
+    """
+
+    name: str
+    argv: Sequence[str]
+    scale: int = 1
+    env: Mapping[str, str] = field(default_factory=dict)
+    port_env: Sequence[str] = ()
+
+
+@dataclass
+class Backoff:
+    """Restart delays: ``initial`` doubling up to ``maximum``; back to ``initial`` once a
+    process stayed up ``reset_after`` seconds."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+    reset_after: float = 30.0
+    _next: float = field(default=0.0, init=False, repr=False)
+
+    def delay_after(self, uptime: float) -> float:
+        """The delay before restarting a process that exited after ``uptime`` seconds."""
+        if uptime >= self.reset_after or not self._next:
+            self._next = self.initial
+        delay = self._next
+        self._next = min(delay * 2, self.maximum)
+        return delay
+
+
+@dataclass
+class Instance:
+    """One process of a service (``<service>-<i>``) and its restart history."""
+
+    name: str
+    service: str
+    argv: Sequence[str]
+    env: dict[str, str]
+    log_file: Path
+    pid_file: Path
+    backoff: Backoff
+    proc: asyncio.subprocess.Process | None = None
+    starts: list[float] = field(default_factory=list)  # monotonic time of every spawn
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def restarts(self) -> int:
+        return max(0, len(self.starts) - 1)
+
+
+def plan_instances(
+    specs: Sequence[ServiceSpec],
+    common_env: Mapping[str, str],
+    home: Home,
+    backoff: Backoff,
+    reserved_ports: Iterable[int] = (),
+) -> list[Instance]:
+    """One Instance per process (``<service>-<i>``) with its environment, log and pid file.
+
+    Each process gets SB_INSTANCE, OTEL_SERVICE_NAME and its own free ports: SB_OPS_PORT (for
+    /healthz /readyz /metrics) and one per ``port_env`` variable; they stay across restarts.
+    """
+    used = set(reserved_ports)
+
+    def port() -> int:
+        while (p := free_port()) in used:
+            pass
+        used.add(p)
+        return p
+
+    instances = []
+    for spec in specs:
+        for i in range(spec.scale):
+            name = f"{spec.name}-{i}"
+            env = {**common_env, **spec.env, "SB_INSTANCE": name}
+            env["OTEL_SERVICE_NAME"] = f"switchboard-{spec.name}"
+            env["SB_OPS_PORT"] = str(port())
+            env.update({var: str(port()) for var in spec.port_env})
+            log, pid = home.logs_dir / f"{name}.log", home.pid_file(name)
+            instances.append(Instance(name, spec.name, spec.argv, env, log, pid, replace(backoff)))
+    return instances
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "could not be started"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+class Supervisor:
+    """Runs the instances; restarts one that exits unexpectedly; stops them all on request."""
+
+    def __init__(
+        self, instances: Sequence[Instance], *, stop_timeout: float = 5.0, err: TextIO | None = None
+    ) -> None:
+        self.instances = list(instances)
+        self.stop_timeout = stop_timeout
+        self._err = err or sys.stderr
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def say(self, message: str) -> None:
+        print(f"switchboard: {message}", file=self._err, flush=True)
+
+    def pids(self) -> dict[str, int]:
+        return {i.name: i.pid for i in self.instances if i.pid is not None}
+
+    async def start(self) -> None:
+        """Spawn every instance, then watch them."""
+        for inst in self.instances:
+            await self._spawn(inst)
+        self._tasks = [
+            asyncio.create_task(self._watch(inst), name=f"watch-{inst.name}")
+            for inst in self.instances
+        ]
+
+    async def _spawn(self, inst: Instance) -> None:
+        inst.starts.append(time.monotonic())
+        inst.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with inst.log_file.open("ab") as log:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"=== {stamp} switchboard: starting {inst.name} ===\n".encode())
+            log.flush()
+            try:
+                inst.proc = await asyncio.create_subprocess_exec(
+                    *inst.argv,
+                    env=inst.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                inst.proc = None
+                self.say(f"{inst.name}: cannot run {inst.argv[0]}: {exc}")
+                return
+        write_pid(inst.pid_file, inst.proc.pid)
+        if self._stopping.is_set():  # stop() ran while we were spawning
+            self._signal(inst, signal.SIGTERM)
+
+    async def _watch(self, inst: Instance) -> None:
+        while True:
+            code = await inst.proc.wait() if inst.proc is not None else None
+            if self._stopping.is_set():
+                return
+            remove_pid(inst.pid_file)
+            uptime = time.monotonic() - inst.starts[-1]
+            delay = inst.backoff.delay_after(uptime)
+            self.say(
+                f"{inst.name} {describe_exit(code)} after {uptime:.1f}s; "
+                f"restarting in {delay:g}s (log: {inst.log_file})"
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            if self._stopping.is_set():
+                return
+            await self._spawn(inst)
+
+    def restart(self, inst: Instance) -> None:
+        """Ask a running instance to exit; the watcher starts it again (e.g. with new env)."""
+        self._signal(inst, signal.SIGTERM)
+
+    def _signal(self, inst: Instance, sig: signal.Signals) -> None:
+        """Signal the instance's whole process group (its pid is the group id)."""
+        if inst.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(inst.proc.pid, sig)
+
+    async def stop(self) -> None:
+        """SIGTERM every process group, wait up to ``stop_timeout``, SIGKILL what is left."""
+        self._stopping.set()
+        running = [i for i in self.instances if i.proc is not None and i.proc.returncode is None]
+        exits = {}
+        for inst in running:
+            assert inst.proc is not None
+            self._signal(inst, signal.SIGTERM)
+            exits[inst.name] = asyncio.ensure_future(inst.proc.wait())
+        pending: set[asyncio.Future[int]] = set()
+        if exits:
+            _, pending = await asyncio.wait(exits.values(), timeout=self.stop_timeout)
+        for inst in self.instances:  # leaders that ignored SIGTERM, and any grandchildren
+            self._signal(inst, signal.SIGKILL)
+        if pending:
+            await asyncio.wait(pending, timeout=self.stop_timeout)
+            late = [name for name, waiter in exits.items() if waiter in pending]
+            self.say(f"killed {', '.join(late)} after {self.stop_timeout:g}s")
+        if self._tasks:  # the watchers return now that their processes are gone
+            _, stuck = await asyncio.wait(self._tasks, timeout=self.stop_timeout)
+            for task in stuck:
+                task.cancel()
+        for inst in self.instances:
+            remove_pid(inst.pid_file)

@@ -1,0 +1,106 @@
+"""Readiness checks and the small ops HTTP server (/healthz, /readyz, /metrics) that every
+service without its own HTTP API runs for probes and Prometheus."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], Awaitable[bool]]
+
+
+class Readiness:
+    """Named async checks; ready when every one passes within its timeout."""
+
+    def __init__(self) -> None:
+        self.checks: dict[str, Check] = {}
+
+    def add(self, name: str, check: Check) -> None:
+        self.checks[name] = check
+
+    async def evaluate(self, timeout: float = 1.0) -> dict[str, bool]:
+        async def run(check: Check) -> bool:
+            try:
+                return await asyncio.wait_for(check(), timeout)
+            except Exception:
+                return False
+
+        names = list(self.checks)
+        results = await asyncio.gather(*(run(self.checks[n]) for n in names))
+        return dict(zip(names, results, strict=True))
+
+
+async def healthz(_: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(_: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Response]]:
+    async def readyz(_: Request) -> Response:
+        checks = await readiness.evaluate()
+        ok = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ok else "not ready", "checks": checks},
+            status_code=200 if ok else 503,
+        )
+
+    return readyz
+
+
+def ops_routes(readiness: Readiness) -> list[Route]:
+    return [
+        Route("/healthz", healthz),
+        Route("/readyz", readyz_endpoint(readiness)),
+        Route("/metrics", metrics),
+    ]
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn inside a service's own event loop: the service owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class OpsServer:
+    """uvicorn serving the ops routes inside the service's event loop."""
+
+    def __init__(self, readiness: Readiness, host: str, port: int) -> None:
+        app = Starlette(routes=ops_routes(readiness))
+        config = uvicorn.Config(
+            app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+        )
+        self.server = EmbeddedServer(config)
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()  # raises the bind error
+            await asyncio.sleep(0.01)
+
+    @property
+    def port(self) -> int:
+        sock = self.server.servers[0].sockets[0]
+        return int(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        if self.task:
+            await self.task

@@ -1,0 +1,61 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("agent", "limit")
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    limit: int
+    def __init__(self, agent: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SessionInfo(_message.Message):
+    __slots__ = ("session_key", "agent", "updated_at_ms", "message_count")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    agent: str
+    updated_at_ms: int
+    message_count: int
+    def __init__(self, session_key: _Optional[str] = ..., agent: _Optional[str] = ..., updated_at_ms: _Optional[int] = ..., message_count: _Optional[int] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionInfo]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionInfo, _Mapping]]] = ...) -> None: ...
+
+class HistoryRequest(_message.Message):
+    __slots__ = ("session_key", "limit")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    limit: int
+    def __init__(self, session_key: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class TranscriptMessage(_message.Message):
+    __slots__ = ("role", "content_json", "run_id", "created_at_ms")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content_json: str
+    run_id: str
+    created_at_ms: int
+    def __init__(self, role: _Optional[str] = ..., content_json: _Optional[str] = ..., run_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("session_key", "messages")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    messages: _containers.RepeatedCompositeFieldContainer[TranscriptMessage]
+    def __init__(self, session_key: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[TranscriptMessage, _Mapping]]] = ...) -> None: ...

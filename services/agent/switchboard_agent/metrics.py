@@ -1,0 +1,12 @@
+"""Agent runtime metrics."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+RUNS = Counter("sb_agent_runs_total", "Agent runs", ["status"])
+RUN_SECONDS = Histogram("sb_agent_run_seconds", "Agent run duration")
+LANE_WAIT_SECONDS = Histogram("sb_lane_wait_seconds", "Time from lane enqueue to run start")
+ACTIVE_RUNS = Gauge("sb_agent_active_runs", "Runs in progress on this replica")
+LLM_SECONDS = Histogram("sb_llm_call_seconds", "Model call latency", ["provider", "model"])
+LLM_TOKENS = Counter("sb_llm_tokens_total", "Model tokens", ["provider", "model", "kind"])
+TOOL_CALLS = Counter("sb_agent_tool_calls_total", "Tool calls dispatched", ["tool", "outcome"])
+REDELIVERIES = Counter("sb_lane_redeliveries_total", "Lane items delivered more than once")

@@ -1,0 +1,106 @@
+"""The model interface the agent loop talks to, independent of any provider SDK.
+
+Transcripts use one canonical, Anthropic-shaped format::
+
+    {"role": "user" | "assistant", "content": [block, ...]}
+
+with blocks ``{"type": "text", "text": ...}``,
+``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}`` (assistant) and
+``{"type": "tool_result", "tool_use_id": ..., "content": str, "is_error": bool}`` (user).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "TextDelta",
+    "ToolSpec",
+    "Usage",
+    "get_field",
+    "parse_tool_arguments",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the tool input (an object schema)
+
+
+@dataclass
+class ModelRequest:
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_tokens: int = 4096
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ModelResponse:
+    content: list[dict[str, Any]]  # text and tool_use blocks, in order
+    stop_reason: str  # "end_turn" | "tool_use" | "max_tokens" | other, normalized
+    usage: Usage
+    model: str
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined."""
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
+@runtime_checkable
+class Model(Protocol):
+    provider: str  # "anthropic" | "openai"
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
+        """Yield TextDeltas as they arrive, then exactly one ModelResponse, last.
+
+        Raises :class:`~switchboard_agent.providers.errors.ModelError` subclasses.
+        """
+        ...
+
+
+def get_field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj[name]`` for mappings, ``obj.name`` otherwise (SDK models); None-safe."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def parse_tool_arguments(raw: str) -> dict[str, Any]:
+    """Parse a model-produced JSON tool input; empty -> {}, invalid/non-object -> {"_raw": raw}."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    if not isinstance(value, dict):
+        return {"_raw": raw}
+    return value

@@ -1,0 +1,61 @@
+"""gRPC Sessions service: read access to sessions and transcripts."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from switchboard.errors import InvalidSessionKey
+from switchboard.sessions import validate_session_key
+from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
+
+from .store import SessionStore
+
+
+def _ms(dt: object) -> int:
+    from datetime import datetime
+
+    return int(dt.timestamp() * 1000) if isinstance(dt, datetime) else 0
+
+
+class SessionsService(sessions_pb2_grpc.SessionsServicer):
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    async def History(
+        self, request: sessions_pb2.HistoryRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.HistoryResponse:
+        try:
+            key = validate_session_key(request.session_key)
+        except InvalidSessionKey as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        rows = await self.store.history(key, max(0, request.limit))
+        return sessions_pb2.HistoryResponse(
+            session_key=key,
+            messages=[
+                sessions_pb2.TranscriptMessage(
+                    role=r.role,
+                    content_json=json.dumps(r.content),
+                    run_id=r.run_id,
+                    created_at_ms=_ms(r.created_at),
+                )
+                for r in rows
+            ],
+        )
+
+    async def List(
+        self, request: sessions_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.ListSessionsResponse:
+        limit = request.limit if 0 < request.limit <= 1000 else 100
+        rows = await self.store.list_sessions(request.agent, limit)
+        return sessions_pb2.ListSessionsResponse(
+            sessions=[
+                sessions_pb2.SessionInfo(
+                    session_key=r.session_key,
+                    agent=r.agent,
+                    updated_at_ms=_ms(r.updated_at),
+                    message_count=r.message_count,
+                )
+                for r in rows
+            ]
+        )

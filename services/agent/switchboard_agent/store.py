@@ -1,0 +1,135 @@
+"""Sessions, runs and transcripts in PostgreSQL. A run's transcript, its run row and the lane
+cursor are written in one transaction, so a replayed lane item is recognised and skipped."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+Message = dict[str, Any]
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    session_key: str
+    agent: str
+    inbound_id: str
+    lane_seq: int
+    started_at: datetime
+    status: str = "completed"
+    stop_reason: str = ""
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    iterations: int = 0
+    error: str = ""
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    role: str
+    content: list[dict[str, Any]]
+    run_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_key: str
+    agent: str
+    updated_at: datetime
+    message_count: int
+
+
+class SessionStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def cursor(self, session_key: str) -> int:
+        value = await self.pool.fetchval(
+            "SELECT lane_cursor FROM agent.sessions WHERE session_key = $1", session_key
+        )
+        return int(value or 0)
+
+    async def run_exists(self, session_key: str, inbound_id: str) -> bool:
+        value = await self.pool.fetchval(
+            "SELECT 1 FROM agent.runs WHERE session_key = $1 AND inbound_id = $2",
+            session_key,
+            inbound_id,
+        )
+        return value is not None
+
+    async def transcript(self, session_key: str) -> list[Message]:
+        rows = await self.pool.fetch(
+            "SELECT role, content FROM agent.messages WHERE session_key = $1 ORDER BY id",
+            session_key,
+        )
+        return [{"role": r["role"], "content": json.loads(r["content"])} for r in rows]
+
+    async def commit_run(self, run: RunRecord) -> None:
+        """Store the run, its new transcript messages and advance the cursor, atomically."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO agent.sessions (session_key, agent, lane_cursor) VALUES ($1, $2, $3)"
+                " ON CONFLICT (session_key) DO UPDATE SET"
+                " lane_cursor = GREATEST(agent.sessions.lane_cursor, EXCLUDED.lane_cursor),"
+                " updated_at = now()",
+                run.session_key,
+                run.agent,
+                run.lane_seq,
+            )
+            await conn.execute(
+                "INSERT INTO agent.runs (run_id, session_key, inbound_id, lane_seq, status,"
+                " stop_reason, model, input_tokens, output_tokens, iterations, error, started_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                run.run_id,
+                run.session_key,
+                run.inbound_id,
+                run.lane_seq,
+                run.status,
+                run.stop_reason,
+                run.model,
+                run.input_tokens,
+                run.output_tokens,
+                run.iterations,
+                run.error,
+                run.started_at,
+            )
+            await conn.executemany(
+                "INSERT INTO agent.messages (session_key, run_id, role, content)"
+                " VALUES ($1, $2, $3, $4)",
+                [
+                    (run.session_key, run.run_id, m["role"], json.dumps(m["content"]))
+                    for m in run.messages
+                ],
+            )
+
+    async def history(self, session_key: str, limit: int = 0) -> list[StoredMessage]:
+        query = (
+            "SELECT role, content, run_id, created_at FROM agent.messages"
+            " WHERE session_key = $1 ORDER BY id"
+        )
+        rows = await self.pool.fetch(query, session_key)
+        if limit > 0:
+            rows = rows[-limit:]
+        return [
+            StoredMessage(r["role"], json.loads(r["content"]), r["run_id"], r["created_at"])
+            for r in rows
+        ]
+
+    async def list_sessions(self, agent: str = "", limit: int = 100) -> list[SessionRow]:
+        rows = await self.pool.fetch(
+            "SELECT s.session_key, s.agent, s.updated_at,"
+            " (SELECT count(*) FROM agent.messages m WHERE m.session_key = s.session_key) AS n"
+            " FROM agent.sessions s WHERE ($1 = '' OR s.agent = $1)"
+            " ORDER BY s.updated_at DESC LIMIT $2",
+            agent,
+            limit,
+        )
+        return [SessionRow(r["session_key"], r["agent"], r["updated_at"], r["n"]) for r in rows]

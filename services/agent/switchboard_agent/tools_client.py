@@ -1,0 +1,139 @@
+"""Dispatching a turn's tool calls to the executors over NATS and collecting their results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from switchboard import bus
+from switchboard.v1 import messages_pb2
+
+from .providers.base import ToolSpec
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("switchboard.agent")
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    call_id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CallResult:
+    call_id: str
+    content: str
+    is_error: bool
+    details: dict[str, Any]
+
+
+class ToolDispatcher:
+    def __init__(self, nc: NATS, js: JetStreamContext, subjects: bus.Subjects, timeout_s: float):
+        self.nc = nc
+        self.js = js
+        self.subjects = subjects
+        self.timeout_s = timeout_s
+        self._specs: list[ToolSpec] = []
+        self._specs_at = 0.0
+
+    async def specs(self) -> list[ToolSpec]:
+        """The executors' tool specs, cached for a minute; empty when no executor answers."""
+        if self._specs and time.monotonic() - self._specs_at < 60:
+            return self._specs
+        try:
+            reply = await self.nc.request(self.subjects.tools_specs(), b"", timeout=2.0)
+        except Exception:
+            log.warning("no tool executor answered the spec request; running without tools")
+            return self._specs
+        self._specs = [
+            ToolSpec(s["name"], s["description"], s["parameters"]) for s in json.loads(reply.data)
+        ]
+        self._specs_at = time.monotonic()
+        return self._specs
+
+    async def run_all(
+        self, run_id: str, session_key: str, agent: str, calls: list[CallRequest]
+    ) -> list[CallResult]:
+        """Send all calls of one turn at once and wait for every result (in call order)."""
+        pending: dict[str, asyncio.Future[CallResult]] = {
+            c.call_id: asyncio.get_running_loop().create_future() for c in calls
+        }
+
+        async def on_result(msg: Msg) -> None:
+            result = messages_pb2.ToolResult()
+            result.ParseFromString(msg.data)
+            future = pending.get(result.call_id)
+            if future and not future.done():
+                details = json.loads(result.details_json) if result.details_json else {}
+                if result.isolation_json:
+                    details["isolation"] = json.loads(result.isolation_json)
+                future.set_result(
+                    CallResult(result.call_id, result.content, result.is_error, details)
+                )
+
+        sub = await self.nc.subscribe(self.subjects.tools_result(run_id), cb=on_result)
+        try:
+            return list(
+                await asyncio.gather(
+                    *(self._call(c, pending[c.call_id], run_id, session_key, agent) for c in calls)
+                )
+            )
+        finally:
+            await sub.unsubscribe()
+
+    async def _call(
+        self,
+        call: CallRequest,
+        future: asyncio.Future[CallResult],
+        run_id: str,
+        session_key: str,
+        agent: str,
+    ) -> CallResult:
+        with tracer.start_as_current_span("tool.call", kind=SpanKind.PRODUCER) as span:
+            span.set_attribute("sb.tool", call.name)
+            span.set_attribute("sb.tool.call_id", call.call_id)
+            message = messages_pb2.ToolCall(
+                call_id=call.call_id,
+                run_id=run_id,
+                session_key=session_key,
+                agent=agent,
+                tool=call.name,
+                args_json=json.dumps(call.args),
+                profile="default",
+                timeout_s=self.timeout_s,
+            )
+            await bus.js_publish(
+                self.js,
+                self.subjects.tools_call("default"),
+                message,
+                msg_id=f"{run_id}:{call.call_id}",
+            )
+            try:
+                result = await asyncio.wait_for(future, self.timeout_s + 5)
+            except TimeoutError:
+                span.set_status(Status(StatusCode.ERROR, "timeout"))
+                return CallResult(
+                    call.call_id,
+                    f"Tool {call.name} did not answer within {self.timeout_s:.0f}s",
+                    True,
+                    {},
+                )
+            if result.is_error:
+                span.set_status(Status(StatusCode.ERROR))
+            return result
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"

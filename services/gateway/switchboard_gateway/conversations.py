@@ -1,0 +1,94 @@
+"""Sending a message into the system and following its run's events back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from switchboard import bus
+from switchboard.sessions import session_token
+from switchboard.v1 import messages_pb2
+
+from .metrics import INBOUND
+
+
+@dataclass
+class Outgoing:
+    channel: str
+    text: str
+    session_key: str = ""
+    agent: str = ""
+    sender: str = ""
+    account: str = "default"
+    context: Sequence[tuple[str, str]] = ()
+    message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_proto(self) -> messages_pb2.InboundMessage:
+        return messages_pb2.InboundMessage(
+            channel=self.channel,
+            account=self.account,
+            sender=self.sender,
+            chat=messages_pb2.ChatRef(id=self.sender or self.session_key, type="direct"),
+            text=self.text,
+            message_id=self.message_id,
+            received_at_ms=int(time.time() * 1000),
+            session_key=self.session_key,
+            agent=self.agent,
+            context=[messages_pb2.ContextMessage(role=r, text=t) for r, t in self.context],
+        )
+
+
+class ReplyTimeout(Exception):
+    """The run did not finish in time."""
+
+
+class Conversations:
+    def __init__(self, nc: NATS, js: JetStreamContext, subjects: bus.Subjects) -> None:
+        self.nc = nc
+        self.js = js
+        self.subjects = subjects
+
+    async def post(self, out: Outgoing) -> None:
+        """Publish durably; the INBOUND stream drops a retransmit with the same id."""
+        await bus.js_publish(
+            self.js,
+            self.subjects.inbound(out.channel),
+            out.to_proto(),
+            msg_id=f"{out.channel}:{out.account}:{out.message_id}",
+        )
+        INBOUND.labels(out.channel).inc()
+
+    async def converse(
+        self, out: Outgoing, timeout_s: float
+    ) -> AsyncIterator[messages_pb2.AgentEvent]:
+        """Post ``out`` and yield its run's events up to and including lifecycle end."""
+        queue: asyncio.Queue[messages_pb2.AgentEvent] = asyncio.Queue()
+
+        async def on_event(msg: Msg) -> None:
+            event = messages_pb2.AgentEvent()
+            event.ParseFromString(msg.data)
+            if event.message_id == out.message_id:
+                queue.put_nowait(event)
+
+        subject = self.subjects.events(session_token(out.session_key))
+        sub = await self.nc.subscribe(subject, cb=on_event)
+        try:
+            await self.post(out)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    event = await asyncio.wait_for(queue.get(), max(remaining, 0.001))
+                except TimeoutError as exc:
+                    raise ReplyTimeout from exc
+                yield event
+                if event.stream == "lifecycle" and event.phase == "end":
+                    return
+        finally:
+            await sub.unsubscribe()

@@ -1,0 +1,78 @@
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    503: "service_unavailable",
+    504: "timeout_error",
+}
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+
+
+def error_body(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES.get(status, "api_error"),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def _describe(errors: list[Any]) -> tuple[str, str | None]:
+    parts = []
+    param = None
+    for e in errors[:5]:
+        loc = [str(x) for x in e.get("loc", ()) if x not in ("body",)]
+        where = ".".join(loc) or "body"
+        param = param or where
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "Invalid request: " + "; ".join(parts), param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        body = error_body(exc.status, exc.message, exc.code, exc.param)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        message, param = _describe(list(exc.errors()))
+        return JSONResponse(error_body(400, message, "invalid_request", param), status_code=400)
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return JSONResponse(
+            error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code
+        )
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

@@ -1,0 +1,211 @@
+"""OpenAI-compatible Chat Completions: POST /v1/chat/completions (SSE when stream) and
+GET /v1/models. ``model`` is ``switchboard`` or ``switchboard:<agent>``."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from switchboard.v1 import messages_pb2
+
+from .auth import require_token
+from .conversations import Conversations, Outgoing, ReplyTimeout
+from .errors import ApiError, error_body
+
+router = APIRouter(dependencies=[Depends(require_token)])
+AGENT = re.compile(r"^[a-z0-9_-]{1,64}$")
+PEER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(p.text or "" for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+
+
+def _agent_for(model: str, default_agent: str) -> str:
+    name, _, agent = model.partition(":")
+    if name != "switchboard" or (agent and not AGENT.match(agent)):
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist; use 'switchboard' or 'switchboard:<agent>'.",
+            code="model_not_found",
+            param="model",
+        )
+    return agent or default_agent
+
+
+def _outgoing(req: ChatRequest, agent: str, session_header: str | None) -> Outgoing:
+    last = req.messages[-1]
+    if last.role != "user" or not last.text().strip():
+        raise ApiError(400, "The last message must be a user message with text.", param="messages")
+    if session_header or req.user:
+        peer = session_header or req.user or ""
+        if not PEER.match(peer):
+            raise ApiError(
+                400,
+                "The session id (user / X-Switchboard-Session) must be 1-128 characters of "
+                "letters, digits and _ . @ + -",
+                param="user",
+            )
+        return Outgoing("openai", last.text(), f"{agent}:openai:{peer}", agent, sender=peer)
+    context = [
+        ("system" if m.role == "developer" else m.role, m.text())
+        for m in req.messages[:-1]
+        if m.role in ("system", "developer", "user", "assistant")
+    ]
+    key = f"{agent}:openai:oneoff-{uuid.uuid4().hex[:16]}"
+    return Outgoing("openai", last.text(), key, agent, context=context)
+
+
+def _finish(stop_reason: str) -> str:
+    return "length" if stop_reason == "max_tokens" else "stop"
+
+
+def _usage(event: messages_pb2.AgentEvent) -> dict[str, int]:
+    i, o = event.usage.input_tokens, event.usage.output_tokens
+    return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatRequest,
+    request: Request,
+    x_switchboard_session: str | None = Header(default=None),
+) -> JSONResponse | StreamingResponse:
+    settings = request.app.state.settings
+    agent = _agent_for(body.model, settings.default_agent)
+    out = _outgoing(body, agent, x_switchboard_session)
+    conversations: Conversations = request.app.state.conversations
+    events = conversations.converse(out, settings.reply_timeout_s)
+    completion_id = f"chatcmpl-{out.message_id}"
+    created = int(time.time())
+    if body.stream:
+        try:  # publish and wait for the run to start, so errors surface as a status code
+            first = await anext(events)
+        except ReplyTimeout as exc:
+            raise ApiError(
+                504, "The assistant did not start in time; the message is queued."
+            ) from exc
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(
+            _sse(first, events, completion_id, created, body.model, include_usage),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    text: list[str] = []
+    try:
+        async for event in events:
+            if event.stream == "assistant":
+                text.append(event.text)
+            elif event.stream == "lifecycle" and event.phase == "end":
+                return JSONResponse(
+                    {
+                        "id": completion_id,
+                        "object": "chat.completion",
+                        "created": created,
+                        "model": body.model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": event.text},
+                                "finish_reason": _finish(event.stop_reason),
+                            }
+                        ],
+                        "usage": _usage(event),
+                    }
+                )
+    except ReplyTimeout:
+        pass
+    raise ApiError(504, "The assistant did not answer in time; the message is queued.")
+
+
+async def _sse(
+    first: messages_pb2.AgentEvent,
+    events: AsyncIterator[messages_pb2.AgentEvent],
+    completion_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+) -> AsyncIterator[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+
+    async def all_events() -> AsyncIterator[messages_pb2.AgentEvent]:
+        yield first
+        async for e in events:
+            yield e
+
+    try:
+        async for event in all_events():
+            if event.stream == "assistant" and event.text:
+                yield chunk({"content": event.text})
+            elif event.stream == "lifecycle" and event.phase == "end":
+                yield chunk({}, _finish(event.stop_reason))
+                if include_usage:
+                    usage = {
+                        "id": completion_id,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": _usage(event),
+                    }
+                    yield f"data: {json.dumps(usage)}\n\n"
+    except ReplyTimeout:
+        body = error_body(504, "The assistant did not answer in time; the message is queued.")
+        yield f"data: {json.dumps(body)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    agent = request.app.state.settings.default_agent
+    ids = ["switchboard", f"switchboard:{agent}"]
+    return {
+        "object": "list",
+        "data": [
+            {"id": i, "object": "model", "created": 0, "owned_by": "switchboard"} for i in ids
+        ],
+    }

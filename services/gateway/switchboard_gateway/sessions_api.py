@@ -1,0 +1,71 @@
+"""Session endpoints: post a message into any session, read a session's transcript."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from switchboard.errors import InvalidSessionKey
+from switchboard.sessions import validate_session_key
+from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
+
+from .auth import require_token
+from .conversations import Conversations, Outgoing
+from .errors import ApiError
+
+router = APIRouter(prefix="/api/sessions", dependencies=[Depends(require_token)])
+
+
+class PostMessage(BaseModel):
+    text: str = Field(min_length=1, max_length=100_000)
+    agent: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+
+
+def _key(key: str) -> str:
+    try:
+        return validate_session_key(key)
+    except InvalidSessionKey as exc:
+        raise ApiError(400, f"Invalid session key: {exc}", param="key") from exc
+
+
+@router.post("/{key}/messages", status_code=202)
+async def post_message(key: str, body: PostMessage, request: Request) -> JSONResponse:
+    settings = request.app.state.settings
+    out = Outgoing("api", body.text, _key(key), body.agent or settings.default_agent, sender="api")
+    conversations: Conversations = request.app.state.conversations
+    await conversations.post(out)
+    return JSONResponse(
+        {"message_id": out.message_id, "session_key": out.session_key, "status": "queued"},
+        status_code=202,
+    )
+
+
+@router.get("/{key}/history")
+async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
+    if limit < 0 or limit > 10_000:
+        raise ApiError(400, "limit must be between 0 (all) and 10000", param="limit")
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.History(
+            sessions_pb2.HistoryRequest(session_key=_key(key), limit=limit), timeout=5.0
+        )
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            raise ApiError(400, exc.details() or "invalid request") from exc
+        raise ApiError(503, "The agent service is not available; try again shortly.") from exc
+    return {
+        "session_key": reply.session_key,
+        "messages": [
+            {
+                "role": m.role,
+                "content": json.loads(m.content_json),
+                "run_id": m.run_id,
+                "created_at_ms": m.created_at_ms,
+            }
+            for m in reply.messages
+        ],
+    }

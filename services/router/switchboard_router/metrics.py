@@ -1,0 +1,6 @@
+"""Router metrics."""
+
+from prometheus_client import Counter, Histogram
+
+ROUTED = Counter("sb_router_messages_total", "Inbound messages routed", ["channel", "outcome"])
+ROUTE_SECONDS = Histogram("sb_router_route_seconds", "Time to route one inbound message")

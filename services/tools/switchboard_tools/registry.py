@@ -1,0 +1,225 @@
+"""Tool abstraction and the registry that validates arguments and runs tools safely.
+
+``ToolRegistry.execute`` never raises (except for task cancellation): every failure becomes an
+error :class:`ToolOutput` whose content the model may read. Internal exceptions are logged and
+hidden from the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jsonschema import Draft202012Validator, ValidationError
+
+from switchboard_tools.errors import ArgumentError, ToolError
+
+logger = logging.getLogger(__name__)
+
+# Longest single validation message shown to the model (jsonschema echoes the bad instance).
+_MAX_ERROR_MESSAGE = 300
+# Most validation errors reported for one call.
+_MAX_ERRORS = 20
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is calling and where: the agent's workspace and the time budget for this call."""
+
+    agent: str
+    session_key: str
+    call_id: str
+    workspace: Path
+    timeout_s: float
+
+
+@dataclass
+class ToolOutput:
+    """A tool result. ``details`` must be JSON-serialisable (it travels as ``details_json``)."""
+
+    content: str
+    is_error: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(ABC):
+    """A built-in tool. Subclasses set the class attributes and implement :meth:`run`.
+
+    ``parameters`` is a JSON Schema (draft 2020-12) with ``"type": "object"`` and
+    ``"additionalProperties": False``; arguments are validated against it before :meth:`run`.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+    group: ClassVar[str]
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Run with validated ``args``. Raise :class:`ToolError` for failures the model may see."""
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": copy.deepcopy(self.parameters),
+        }
+
+
+def _format_path(error: ValidationError) -> str:
+    text = ""
+    for part in error.absolute_path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _shorten(text: str, limit: int = _MAX_ERROR_MESSAGE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def format_validation_errors(errors: Iterable[ValidationError]) -> str:
+    """Render every validation error as ``at '<path>': <message>`` (or just the message at the
+    top level), sorted by path, joined with ``"; "``."""
+    items = sorted(errors, key=lambda e: (e.json_path, e.message))
+    parts: list[str] = []
+    for error in items[:_MAX_ERRORS]:
+        path = _format_path(error)
+        message = _shorten(error.message)
+        parts.append(f"at '{path}': {message}" if path else message)
+    if len(items) > _MAX_ERRORS:
+        parts.append(f"and {len(items) - _MAX_ERRORS} more errors")
+    return "; ".join(parts)
+
+
+def _error(content: str, kind: str, **details: Any) -> ToolOutput:
+    return ToolOutput(content=content, is_error=True, details={"error": kind, **details})
+
+
+class ToolRegistry:
+    """The tools an executor offers, with argument validation and failure containment."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"duplicate tool name {tool.name!r}")
+            schema = tool.parameters
+            Draft202012Validator.check_schema(schema)
+            if schema.get("type") != "object":
+                raise ValueError(f"tool {tool.name!r}: parameters must have type 'object'")
+            self._tools[tool.name] = tool
+            self._validators[tool.name] = Draft202012Validator(schema)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self) -> list[dict[str, Any]]:
+        """``[{"name", "description", "parameters"}]`` sorted by name (deep copies)."""
+        return [self._tools[name].spec() for name in self.names]
+
+    async def execute(self, name: str, args_json: str, ctx: ToolContext) -> ToolOutput:
+        """Validate ``args_json`` and run tool ``name`` within ``ctx.timeout_s``. Never raises
+        (cancellation of the calling task excepted)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            available = ", ".join(self.names) or "(none)"
+            return _error(
+                f"Unknown tool {name!r}. Available tools: {available}", "unknown_tool", tool=name
+            )
+
+        args = self._parse_args(name, args_json)
+        if isinstance(args, ToolOutput):
+            return args
+        errors = list(self._validators[name].iter_errors(args))
+        if errors:
+            return _error(
+                f"Invalid arguments for {name}: {format_validation_errors(errors)}",
+                "invalid_arguments",
+            )
+
+        # asyncio.timeout (rather than wait_for) tells our deadline apart from a TimeoutError
+        # raised inside the tool, which is an internal error like any other.
+        deadline = asyncio.timeout(ctx.timeout_s)
+        try:
+            async with deadline:
+                output = await tool.run(args, ctx)
+        except TimeoutError:
+            if deadline.expired():
+                return _error(
+                    f"Tool {name} timed out after {ctx.timeout_s:g}s",
+                    "timeout",
+                    timeout_s=ctx.timeout_s,
+                )
+            logger.exception("tool %s raised TimeoutError (call_id=%s)", name, ctx.call_id)
+            return _error(f"Tool {name} failed with an internal error", "internal_error")
+        except ArgumentError as exc:
+            return _error(f"Invalid arguments for {name}: {exc.message}", "invalid_arguments")
+        except ToolError as exc:
+            return _error(exc.message, "tool_error")
+        except Exception:
+            logger.exception(
+                "tool %s failed (agent=%s session=%s call_id=%s)",
+                name,
+                ctx.agent,
+                ctx.session_key,
+                ctx.call_id,
+            )
+            return _error(f"Tool {name} failed with an internal error", "internal_error")
+        if not isinstance(output, ToolOutput):
+            logger.error("tool %s returned %r instead of a ToolOutput", name, type(output))
+            return _error(f"Tool {name} failed with an internal error", "internal_error")
+        return output
+
+    @staticmethod
+    def _parse_args(name: str, args_json: str) -> dict[str, Any] | ToolOutput:
+        # Models sometimes send an empty string for a tool without arguments.
+        if args_json is None or (isinstance(args_json, str) and args_json.strip() == ""):
+            return {}
+        try:
+            args = json.loads(args_json)
+        except (ValueError, TypeError) as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "not a JSON string"
+            return _error(
+                f"Invalid arguments for {name}: not valid JSON ({detail})", "invalid_arguments"
+            )
+        if not isinstance(args, dict):
+            return _error(
+                f"Invalid arguments for {name}: expected a JSON object, got {_json_type(args)}",
+                "invalid_arguments",
+            )
+        return args
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__

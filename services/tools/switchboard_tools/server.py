@@ -1,0 +1,113 @@
+"""Tool executor: pulls TOOLS when it has a free slot, validates and runs the call in the
+sandbox, and publishes the result (with the isolation attestation) on sb.tools.result.<run>."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from nats.aio.msg import Msg
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from switchboard import bus
+from switchboard.runtime import ServiceRuntime
+from switchboard.telemetry import extract_context
+from switchboard.v1 import messages_pb2
+
+from .builtin import builtin_registry
+from .config import ToolsSettings
+from .errors import ToolError
+from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
+from .registry import ToolContext, ToolOutput, ToolRegistry
+from .sandbox import ProcessSandbox, Sandbox
+from .workspace import ensure_workspace
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("switchboard.tools")
+
+
+class Executor:
+    def __init__(
+        self, rt: ServiceRuntime, settings: ToolsSettings, registry: ToolRegistry, sandbox: Sandbox
+    ) -> None:
+        self.rt = rt
+        self.settings = settings
+        self.registry = registry
+        self.isolation = json.dumps(sandbox.attestation())
+
+    async def answer_specs(self, msg: Msg) -> None:
+        await msg.respond(json.dumps(self.registry.specs()).encode())
+
+    async def handle(self, msg: Msg) -> None:
+        call = messages_pb2.ToolCall()
+        try:
+            call.ParseFromString(msg.data)
+        except Exception:
+            log.warning("dropping undecodable tool call on %s", msg.subject)
+            await msg.term()
+            return
+        BUSY_SLOTS.inc()
+        start = time.perf_counter()
+        try:
+            with tracer.start_as_current_span(
+                "tools.execute", context=extract_context(msg.headers), kind=SpanKind.CONSUMER
+            ) as span:
+                span.set_attribute("sb.tool", call.tool)
+                span.set_attribute("sb.tool.call_id", call.call_id)
+                span.set_attribute("sb.isolation", self.isolation)
+                output = await self._execute(call)
+                if output.is_error:
+                    span.set_status(Status(StatusCode.ERROR))
+            duration_ms = (time.perf_counter() - start) * 1000
+            result = messages_pb2.ToolResult(
+                call_id=call.call_id,
+                run_id=call.run_id,
+                is_error=output.is_error,
+                content=output.content,
+                details_json=json.dumps(output.details),
+                isolation_json=self.isolation,
+                duration_ms=duration_ms,
+            )
+            await bus.core_publish(self.rt.nc, self.rt.subjects.tools_result(call.run_id), result)
+            await msg.ack()
+            EXECUTIONS.labels(call.tool, "error" if output.is_error else "ok").inc()
+            EXECUTION_SECONDS.labels(call.tool).observe(duration_ms / 1000)
+        finally:
+            BUSY_SLOTS.dec()
+
+    async def _execute(self, call: messages_pb2.ToolCall) -> ToolOutput:
+        try:
+            workspace = ensure_workspace(self.settings.workspace_root(), call.agent or "main")
+        except ToolError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        timeout = min(call.timeout_s or 60.0, self.settings.tools_max_timeout_s)
+        ctx = ToolContext(call.agent, call.session_key, call.call_id, workspace, timeout)
+        return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
+
+
+async def serve(settings: ToolsSettings) -> None:
+    async with ServiceRuntime("tools", settings) as rt:
+        sandbox = ProcessSandbox()
+        registry = builtin_registry(sandbox, settings.exec_allowlist)
+        executor = Executor(rt, settings, registry, sandbox)
+        await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
+        sub = await bus.durable_pull(
+            rt.js,
+            rt.subjects.stream("TOOLS"),
+            "executor",
+            f"{settings.subject_prefix}.tools.call.>",
+            ack_wait=settings.tools_max_timeout_s + 30,
+            max_deliver=3,
+        )
+        worker = bus.PullWorker(sub, executor.handle, settings.tools_max_concurrency, "tools")
+        task = asyncio.create_task(worker.run())
+        log.info("tool executor ready", extra={"isolation": sandbox.attestation()})
+        await rt.wait_stopped()
+        task.cancel()
+        await worker.drain()
+
+
+def main() -> None:
+    asyncio.run(serve(ToolsSettings()))

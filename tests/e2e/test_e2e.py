@@ -1,0 +1,295 @@
+"""End to end: `switchboard up` as a process, the official openai client, a fake model that
+asks for one tool call, and a trace collected over OTLP."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes.llm import FakeLLM, tool_then_text
+from tests.support.otlp import OtlpReceiver
+from tests.support.stack import Stack, start_stack, stop_stack
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM(tool_then_text("get_time", {"timezone": "UTC"})) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM, otlp: OtlpReceiver
+) -> Iterator[Stack]:
+    env = {
+        "OPENAI_API_KEY": "sk-test-fake",
+        "OPENAI_BASE_URL": f"{llm.base_url}/v1",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    stack = start_stack(tmp_path_factory.mktemp("sbhome"), env)
+    yield stack
+    left = stop_stack(stack)
+    assert not left, f"processes left behind: {left}\n{stack.log()}"
+
+
+@pytest.fixture
+def client(stack: Stack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=stack.token, max_retries=0)
+
+
+def auth(stack: Stack) -> dict[str, str]:
+    return {"Authorization": f"Bearer {stack.token}"}
+
+
+def test_chat_through_one_tool_call(stack: Stack, client: openai.OpenAI, llm: FakeLLM) -> None:
+    before = len(llm.calls)
+    reply = client.chat.completions.create(
+        model="switchboard",
+        messages=[{"role": "user", "content": "What time is it in UTC?"}],
+        user="alice",
+    )
+    text = reply.choices[0].message.content or ""
+    assert text.startswith("Tool said: ")
+    assert time.strftime("%Y", time.gmtime()) in text  # the real get_time output came back
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None and reply.usage.total_tokens > 0
+    calls = llm.calls[before:]
+    assert len(calls) == 2
+    assert calls[0].request.last_tool_results == []
+    assert "get_time" in calls[0].request.tools
+    assert calls[1].request.last_tool_results and "UTC" in calls[1].request.last_tool_results[0]
+
+
+def test_streaming_chat_with_usage(stack: Stack, client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="switchboard",
+        messages=[{"role": "user", "content": "And now, streamed?"}],
+        user="bob",
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    deltas: list[str] = []
+    finish = None
+    usage = None
+    for chunk in stream:
+        if chunk.choices:
+            deltas.append(chunk.choices[0].delta.content or "")
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage:
+            usage = chunk.usage
+    text = "".join(deltas)
+    assert text.startswith("Tool said: ")
+    assert len([d for d in deltas if d]) > 1  # really streamed in pieces
+    assert finish == "stop"
+    assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
+
+
+def test_history_holds_the_tool_loop(stack: Stack, client: openai.OpenAI) -> None:
+    client.chat.completions.create(
+        model="switchboard", messages=[{"role": "user", "content": "time please"}], user="carol"
+    )
+    r = httpx.get(f"{stack.url}/api/sessions/main:openai:carol/history", headers=auth(stack))
+    assert r.status_code == 200
+    messages = r.json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0]["content"] == [{"type": "text", "text": "time please"}]
+    tool_use = messages[1]["content"][-1]
+    assert tool_use["type"] == "tool_use" and tool_use["name"] == "get_time"
+    result = messages[2]["content"][0]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == tool_use["id"]
+    assert not result["is_error"]
+    assert messages[3]["content"][0]["text"].startswith("Tool said: ")
+
+
+def test_one_off_request_uses_given_context(
+    stack: Stack, client: openai.OpenAI, llm: FakeLLM
+) -> None:
+    before = len(llm.calls)
+    client.chat.completions.create(
+        model="switchboard:main",
+        messages=[
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "Remember the word zebra."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What time is it?"},
+        ],
+    )
+    body = llm.calls[before].request.raw
+    texts = json.dumps(body["messages"])
+    assert "zebra" in texts and "Be terse." in texts
+
+
+def test_posted_message_is_answered(stack: Stack) -> None:
+    key = "main:api:dave"
+    r = httpx.post(
+        f"{stack.url}/api/sessions/{key}/messages", json={"text": "hello"}, headers=auth(stack)
+    )
+    assert r.status_code == 202
+    assert r.json()["session_key"] == key
+    deadline = time.monotonic() + 20
+    roles: list[str] = []
+    while time.monotonic() < deadline:
+        h = httpx.get(f"{stack.url}/api/sessions/{key}/history", headers=auth(stack)).json()
+        roles = [m["role"] for m in h["messages"]]
+        if len(roles) >= 4:
+            break
+        time.sleep(0.1)
+    assert roles == ["user", "assistant", "user", "assistant"]
+
+
+def test_requests_without_token_get_401(stack: Stack) -> None:
+    for method, path in [
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/api/sessions/x/history"),
+        ("POST", "/api/sessions/x/messages"),
+    ]:
+        r = httpx.request(method, f"{stack.url}{path}", json={})
+        assert r.status_code == 401, path
+        assert "token" in r.json()["error"]["message"].lower()
+        r = httpx.request(
+            method, f"{stack.url}{path}", json={}, headers={"Authorization": "Bearer wrong"}
+        )
+        assert r.status_code == 401
+    assert httpx.get(f"{stack.url}/healthz").status_code == 200
+    assert httpx.get(f"{stack.url}/readyz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        (b"{not json", 400, "json"),
+        (b'{"model": "switchboard"}', 400, "messages"),
+        (b'{"model": "switchboard", "messages": []}', 400, "messages"),
+        (
+            b'{"model": "switchboard", "messages": [{"role": "wizard", "content": "x"}]}',
+            400,
+            "role",
+        ),
+        (b'{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}', 404, "model"),
+        (
+            b'{"model": "switchboard", "messages": [{"role": "assistant", "content": "x"}]}',
+            400,
+            "user message",
+        ),
+        (
+            b'{"model": "switchboard", "messages": [{"role": "user", "content": "x"}], '
+            b'"user": "no spaces allowed"}',
+            400,
+            "session id",
+        ),
+    ],
+)
+def test_malformed_bodies_get_readable_4xx(
+    stack: Stack, body: bytes, status: int, fragment: str
+) -> None:
+    r = httpx.post(
+        f"{stack.url}/v1/chat/completions",
+        content=body,
+        headers={**auth(stack), "Content-Type": "application/json"},
+    )
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert fragment.lower() in error["message"].lower()
+    assert error["type"]
+
+
+def test_bad_session_input_gets_400(stack: Stack) -> None:
+    r = httpx.post(
+        f"{stack.url}/api/sessions/{'k' * 300}/messages", json={"text": "x"}, headers=auth(stack)
+    )
+    assert r.status_code == 400
+    r = httpx.post(f"{stack.url}/api/sessions/ok/messages", json={"text": ""}, headers=auth(stack))
+    assert r.status_code == 400 and "text" in r.json()["error"]["message"]
+    # the system still answers afterwards
+    assert httpx.get(f"{stack.url}/readyz").status_code == 200
+
+
+def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: OtlpReceiver) -> None:
+    trace_id = os.urandom(16).hex()
+    client.chat.completions.create(
+        model="switchboard",
+        messages=[{"role": "user", "content": "trace me"}],
+        user="tracer",
+        extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
+    )
+    wanted = {
+        "gateway.receive",
+        "router.route",
+        "lane.enqueue",
+        "agent.run",
+        "llm.call",
+        "tool.call",
+        "tools.execute",
+    }
+
+    def complete(spans: list) -> bool:
+        names = [s.name for s in spans if s.trace_id == trace_id]
+        return wanted <= set(names) and names.count("llm.call") >= 2
+
+    spans = [s for s in otlp.wait_for(complete) if s.trace_id == trace_id]
+    by_name: dict[str, list] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    assert wanted <= set(by_name), sorted(by_name)
+    ids = {s.span_id: s for s in spans}
+
+    def parent(name: str) -> str:
+        return ids[by_name[name][0].parent_id].name
+
+    def ancestors(name: str) -> list[str]:
+        chain, span = [], by_name[name][0]
+        while span.parent_id in ids:
+            span = ids[span.parent_id]
+            chain.append(span.name)
+        return chain
+
+    # the gateway span (or a gateway child of it, like FastAPI's own endpoint span) publishes
+    assert ids[by_name["router.route"][0].parent_id].service == "switchboard-gateway"
+    assert "gateway.receive" in ancestors("router.route")
+    assert ancestors("tools.execute")[-1] == "gateway.receive"  # one tree, rooted at the gateway
+    assert parent("lane.enqueue") == "router.route"
+    assert parent("agent.run") == "lane.enqueue"
+    assert len(by_name["llm.call"]) == 2
+    assert all(ids[s.parent_id].name == "agent.run" for s in by_name["llm.call"])
+    assert parent("tool.call") == "agent.run"
+    assert parent("tools.execute") == "tool.call"
+    services = {s.name: s.service for s in spans}
+    assert services["gateway.receive"] == "switchboard-gateway"
+    assert services["router.route"] == "switchboard-router"
+    assert services["agent.run"] == "switchboard-agent"
+    assert services["tools.execute"] == "switchboard-tools"
+    llm_span = by_name["llm.call"][0]
+    assert llm_span.attributes["gen_ai.system"] == "openai"
+    assert llm_span.attributes["gen_ai.usage.input_tokens"] > 0
+
+
+def test_no_model_reply_explains_configuration(tmp_path: Path) -> None:
+    stack = start_stack(tmp_path / "home", {})
+    try:
+        client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=stack.token, max_retries=0)
+        reply = client.chat.completions.create(
+            model="switchboard", messages=[{"role": "user", "content": "hi"}]
+        )
+        text = reply.choices[0].message.content or ""
+        assert "OPENAI_API_KEY" in text and "ANTHROPIC_API_KEY" in text
+        pids = stack.pids()
+        assert {"gateway-0", "router-0", "agent-0", "tools-0"} <= set(pids) or len(pids) >= 4
+        assert (tmp_path / "home" / "gateway-token").exists() is False  # token came from env
+    finally:
+        left = stop_stack(stack)
+    assert not left, f"processes left behind after Ctrl-C: {left}\n{stack.log()}"

@@ -1,0 +1,1 @@
+"""Test support shared by the cross-service and service tests."""
