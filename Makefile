@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := -e libs/switchboard -e services/gateway -e services/router -e services/agent -e services/tools
 
-.PHONY: install run test lint proto bench clean
+.PHONY: install run test lint proto clean
 
 install: $(STAMP)
 
@@ -30,8 +30,6 @@ test: install lint
 proto: install
 	$(BIN)/python -m switchboard.protogen
 
-bench: install
-	$(BIN)/python -m tests.bench
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

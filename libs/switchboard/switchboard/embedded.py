@@ -214,9 +214,10 @@ class NatsServer:
                     data += chunk
         except OSError:
             return False
-        if not data.startswith(b"INFO "):
+        try:
+            info: dict[str, Any] = json.loads(data[5:]) if data.startswith(b"INFO ") else {}
+        except ValueError:
             return False
-        info: dict[str, Any] = json.loads(data[5:])
         return bool(info.get("jetstream"))
 
     def _tail(self) -> str:

@@ -4,6 +4,7 @@ the ops server, the NATS health responder, and shutdown on SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -81,8 +82,12 @@ class ServiceRuntime:
         await self.stack.aclose()
 
     async def _close_nats(self) -> None:
+        """Flush what was published, then close. Not drain(): in-flight work has already been
+        waited for, and draining a pull subscription with a pending fetch can stall shutdown."""
         if self._nc is not None and not self._nc.is_closed:
-            await self._nc.drain()
+            with contextlib.suppress(Exception):
+                await self._nc.flush(timeout=2)
+            await self._nc.close()
 
     async def _nats_ok(self) -> bool:
         return self._nc is not None and self._nc.is_connected

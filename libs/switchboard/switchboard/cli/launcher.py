@@ -188,6 +188,10 @@ class Launcher:
             "SB_WORKSPACES_DIR": str(self.home.workspaces_dir),
         }
         common.setdefault("PYTHONUNBUFFERED", "1")  # service logs appear as they are written
+        # On a laptop nothing listens beyond loopback unless the user asks for it.
+        common.setdefault("SB_HTTP_HOST", "127.0.0.1")
+        common.setdefault("SB_OPS_HOST", "127.0.0.1")
+        common.setdefault("SB_AGENT_GRPC_HOST", "127.0.0.1")
         instances = plan_instances(
             self.services,
             common,
