@@ -20,6 +20,12 @@ class ReceivedSpan:
     span_id: str
     parent_id: str
     attributes: dict[str, Any]
+    start_ns: int = 0
+    end_ns: int = 0
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
 
 
 def _value(v: Any) -> Any:
@@ -49,6 +55,8 @@ class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
                             span_id=s.span_id.hex(),
                             parent_id=s.parent_span_id.hex(),
                             attributes={a.key: _value(a.value) for a in s.attributes},
+                            start_ns=s.start_time_unix_nano,
+                            end_ns=s.end_time_unix_nano,
                         )
                     )
         with self.lock:

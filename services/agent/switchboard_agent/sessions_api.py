@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import grpc
 from switchboard.errors import InvalidSessionKey
@@ -12,10 +13,8 @@ from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 from .store import SessionStore
 
 
-def _ms(dt: object) -> int:
-    from datetime import datetime
-
-    return int(dt.timestamp() * 1000) if isinstance(dt, datetime) else 0
+def _ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
 
 
 class SessionsService(sessions_pb2_grpc.SessionsServicer):
