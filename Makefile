@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := -e libs/switchboard -e services/gateway -e services/router -e services/agent -e services/tools
 
-.PHONY: install run test lint proto clean
+.PHONY: install run test lint proto bench clean
 
 install: $(STAMP)
 
@@ -29,6 +29,9 @@ test: install lint
 
 proto: install
 	$(BIN)/python -m switchboard.protogen
+
+bench: install
+	$(BIN)/python -m tests.bench
 
 
 clean:

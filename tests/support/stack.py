@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +48,10 @@ class Stack:
         return "".join(self.output)
 
 
-def start_stack(home: Path, env: Mapping[str, str], timeout: float = 60.0) -> Stack:
+def start_stack(
+    home: Path, env: Mapping[str, str], timeout: float = 60.0, args: Sequence[str] = ()
+) -> Stack:
+    """Run `switchboard up` in ``home``; ``args`` are appended (e.g. ``["--scale", "agent=2"]``)."""
     port = free_port()
     token = "test-token-" + os.urandom(8).hex()
     full_env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
@@ -60,6 +63,7 @@ def start_stack(home: Path, env: Mapping[str, str], timeout: float = 60.0) -> St
         str(home),
         "--http-port",
         str(port),
+        *args,
     ]
     start = time.monotonic()
     proc = subprocess.Popen(

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 HOUR = 3600.0
 MSG_ID = "Nats-Msg-Id"
+LEASE_TTL_S = 10.0  # a dead lane owner's lease expires this long after its last renewal
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class Subjects:
 
     def tools_result(self, run_id: str) -> str:
         return f"{self.prefix}.tools.result.{run_id}"
+
+    def tools_cancel(self, run_id: str) -> str:
+        return f"{self.prefix}.tools.cancel.{run_id}"
 
     def tools_specs(self) -> str:
         return f"{self.prefix}.tools.specs"
@@ -157,7 +161,9 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
     except NotFoundError:
         with contextlib.suppress(BadRequestError):
             await js.create_key_value(
-                KeyValueConfig(bucket=subjects.lease_bucket, ttl=30.0, storage=StorageType.FILE)
+                KeyValueConfig(
+                    bucket=subjects.lease_bucket, ttl=LEASE_TTL_S, storage=StorageType.FILE
+                )
             )
 
 

@@ -26,6 +26,8 @@ class AgentSettings(CommonSettings, DatabaseSettings):
     agent_max_concurrent_runs: int = Field(default=16, ge=1, le=1000)
     tool_timeout_s: float = Field(default=60.0, gt=0)
     workspaces_dir: Path | None = None
+    queue_mode: str = Field(default="queue", pattern=r"^(queue|followup|collect|steer|interrupt)$")
+    collect_debounce_ms: int = Field(default=2000, ge=0, le=600_000)
 
     def workspace_root(self) -> Path:
         return self.workspaces_dir or self.home / "workspaces"

@@ -12,12 +12,21 @@ from switchboard.v1 import messages_pb2
 
 
 class RunEvents:
-    def __init__(self, nc: NATS, subject: str, run_id: str, session_key: str, message_id: str):
+    def __init__(
+        self,
+        nc: NATS,
+        subject: str,
+        run_id: str,
+        session_key: str,
+        message_id: str,
+        message_ids: list[str],
+    ):
         self.nc = nc
         self.subject = subject
         self.run_id = run_id
         self.session_key = session_key
         self.message_id = message_id
+        self.message_ids = message_ids  # grows when a steered message joins the run
         self.seq = 0
 
     async def emit(
@@ -28,6 +37,7 @@ class RunEvents:
             run_id=self.run_id,
             session_key=self.session_key,
             message_id=self.message_id,
+            message_ids=self.message_ids,
             seq=self.seq,
             stream=stream,
             phase=phase,

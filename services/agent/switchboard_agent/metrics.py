@@ -10,3 +10,7 @@ LLM_SECONDS = Histogram("sb_llm_call_seconds", "Model call latency", ["provider"
 LLM_TOKENS = Counter("sb_llm_tokens_total", "Model tokens", ["provider", "model", "kind"])
 TOOL_CALLS = Counter("sb_agent_tool_calls_total", "Tool calls dispatched", ["tool", "outcome"])
 REDELIVERIES = Counter("sb_lane_redeliveries_total", "Lane items delivered more than once")
+LEASES = Counter("sb_lane_leases_total", "Lane lease operations", ["outcome"])
+ACTIVE_LANES = Gauge("sb_agent_active_lanes", "Lanes this replica owns right now")
+INTERRUPTS = Counter("sb_agent_interrupted_runs_total", "Runs aborted by a newer message")
+STEERED = Counter("sb_agent_steered_messages_total", "Messages injected into an active run")

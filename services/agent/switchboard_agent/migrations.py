@@ -43,4 +43,9 @@ MIGRATIONS = [
         CREATE INDEX messages_by_session ON agent.messages (session_key, id);
         """,
     ),
+    Migration(
+        2,
+        "per-session queue mode",
+        "ALTER TABLE agent.sessions ADD COLUMN queue_mode text NOT NULL DEFAULT ''",
+    ),
 ]

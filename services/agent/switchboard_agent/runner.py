@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -10,18 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from switchboard import bus
 from switchboard.sessions import session_token
+from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
 from .events import RunEvents
-from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, TOOL_CALLS
+from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED, TOOL_CALLS
 from .prompt import system_prompt
 from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
 from .providers.errors import ModelError
+from .queueing import Batch, PendingItem, RunControl
 from .store import Message, RunRecord, SessionStore
 from .tools_client import CallRequest, ToolDispatcher
 
@@ -52,41 +54,53 @@ class Runner:
         self.max_iterations = max_iterations
         self.max_tokens = max_tokens
 
-    async def run(
-        self, item: messages_pb2.LaneItem, lane_seq: int, parent: otel_context.Context
-    ) -> None:
-        inbound = item.message
+    async def run(self, batch: Batch, expected_cursor: int, control: RunControl) -> None:
+        """Answer ``batch``; commit the transcript and move the cursor over it, atomically."""
+        item = batch.primary.item
         key = item.session_key
-        if await self.store.run_exists(key, inbound.message_id):
-            log.info("skipping replayed lane item", extra={"session": key, "seq": lane_seq})
+        if await self.store.run_exists(key, item.message.message_id):
+            log.info("skipping replayed lane item", extra={"session": key})
+            await self.store.advance_cursor(key, item.agent, batch.cover_seq, expected_cursor)
             return
         run_id = f"run_{uuid.uuid4().hex}"
+        ids = [p.item.message.message_id for p in batch.items]
         events = RunEvents(
-            self.nc, self.subjects.events(session_token(key)), run_id, key, inbound.message_id
+            self.nc, self.subjects.events(session_token(key)), run_id, key, ids[-1], ids
         )
         record = RunRecord(
             run_id=run_id,
             session_key=key,
             agent=item.agent,
-            inbound_id=inbound.message_id,
-            lane_seq=lane_seq,
+            inbound_id=item.message.message_id,
+            lane_seq=batch.cover_seq,
             started_at=datetime.now(UTC),
         )
+        reply: list[str] = []
         start = time.perf_counter()
+        parent = extract_context(batch.primary.headers)
         with tracer.start_as_current_span(
             "agent.run", context=parent, kind=SpanKind.CONSUMER
         ) as span:
             span.set_attribute("sb.session", key)
             span.set_attribute("sb.run_id", run_id)
             await events.emit("lifecycle", "start")
-            reply = await self._execute(item, record, events)
-            await self.store.commit_run(record)
+            try:
+                await self._execute(batch, record, events, control, reply)
+            except asyncio.CancelledError:
+                if not control.interrupted:
+                    raise
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                await self._interrupted(record)
+            record.lane_seq = batch.cover_seq
+            await self.store.commit_run(record, expected_cursor)
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
             await events.emit(
                 "lifecycle",
                 "end",
-                text=reply,
+                text="".join(reply),
                 stop_reason=record.stop_reason,
                 model=record.model,
                 usage=messages_pb2.Usage(
@@ -97,10 +111,45 @@ class Runner:
         RUNS.labels(record.status).inc()
         RUN_SECONDS.observe(time.perf_counter() - start)
 
+    async def _interrupted(self, record: RunRecord) -> None:
+        """A newer message aborted the run: stop its tool calls and close its transcript so a
+        dangling tool_use never reaches the model."""
+        record.status = "interrupted"
+        record.stop_reason = "interrupted"
+        await bus.core_publish(
+            self.nc,
+            self.subjects.tools_cancel(record.run_id),
+            messages_pb2.ToolCancel(run_id=record.run_id, reason="interrupted"),
+        )
+        last = record.messages[-1] if record.messages else None
+        if last and last["role"] == "assistant":
+            uses = [b for b in last["content"] if b.get("type") == "tool_use"]
+            if uses:
+                record.messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": u["id"],
+                                "content": "interrupted by a newer message",
+                                "is_error": True,
+                            }
+                            for u in uses
+                        ],
+                    }
+                )
+
     async def _execute(
-        self, item: messages_pb2.LaneItem, record: RunRecord, events: RunEvents
-    ) -> str:
-        """Run the tool loop; fill ``record``; return the reply text as streamed."""
+        self,
+        batch: Batch,
+        record: RunRecord,
+        events: RunEvents,
+        control: RunControl,
+        reply: list[str],
+    ) -> None:
+        """Run the tool loop; fill ``record`` and ``reply`` (the text as streamed)."""
+        item = batch.primary.item
         inbound = item.message
         history = await self.store.transcript(item.session_key)
         system_extra: list[str] = []
@@ -110,22 +159,27 @@ class Runner:
                     system_extra.append(c.text)
                 elif c.role in ("user", "assistant"):
                     record.messages.append(_text_message(c.role, c.text))
-        record.messages.append(_text_message("user", inbound.text))
+        record.messages.append(_user_turn(batch.items))
         if self.model is None:
             record.stop_reason = "no_model"
             record.messages.append(_text_message("assistant", self.no_model_reply))
-            await events.delta(self.no_model_reply)
-            return self.no_model_reply
+            await self._stream_text(self.no_model_reply, events, reply)
+            return
 
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
         system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
         specs = await self.tools.specs()
-        reply: list[str] = []
         record.model = f"{self.model.provider}:{self.model.model}"
         try:
             for iteration in range(self.max_iterations):
                 record.iterations = iteration + 1
+                if iteration:
+                    steered = await control.take_new()
+                    if steered:
+                        STEERED.inc(len(steered))
+                        events.message_ids.extend(p.item.message.message_id for p in steered)
+                        record.messages.append(_user_turn(steered))
                 request = ModelRequest(
                     system=system,
                     messages=history + record.messages,
@@ -153,7 +207,6 @@ class Runner:
             await events.emit("error", "error", text=exc.message)
             await self._stream_text(text, events, reply)
             record.messages.append(_text_message("assistant", text))
-        return "".join(reply)
 
     async def _call_model(
         self, request: ModelRequest, events: RunEvents, reply: list[str]
@@ -223,3 +276,11 @@ class Runner:
 
 def _text_message(role: str, text: str) -> Message:
     return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+def _user_turn(items: list[PendingItem]) -> Message:
+    """One user turn: a text block per lane item (several when collected or steered)."""
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": p.item.message.text} for p in items],
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 import asyncpg
 from switchboard import bus
@@ -13,7 +14,8 @@ from switchboard.store import create_pool, migrate
 from switchboard.v1 import sessions_pb2_grpc
 
 from .config import AgentSettings
-from .lanes import LaneConsumer
+from .lanes import LaneManager, LaneReader
+from .lease import Leases
 from .migrations import MIGRATIONS, SCHEMA
 from .providers.base import Model
 from .providers.select import NO_MODEL_MESSAGE, build_model, resolve_model_config
@@ -23,7 +25,7 @@ from .store import SessionStore
 from .tools_client import ToolDispatcher
 
 log = logging.getLogger(__name__)
-LANE_ACK_WAIT_S = 30.0
+LANE_ACK_WAIT_S = 15.0
 
 
 def choose_model(settings: AgentSettings) -> tuple[Model | None, str]:
@@ -80,14 +82,25 @@ async def serve(settings: AgentSettings) -> None:
             settings.max_iterations,
             settings.max_tokens,
         )
-        lanes = LaneConsumer(runner, store, LANE_ACK_WAIT_S)
+        kv = await rt.js.key_value(rt.subjects.lease_bucket)
+        owner = f"{rt.instance}-{uuid.uuid4().hex[:8]}"
+        lanes = LaneManager(
+            rt.nc,
+            LaneReader(rt.js, rt.subjects.stream("LANES")),
+            Leases(kv, owner, bus.LEASE_TTL_S),
+            store,
+            runner,
+            default_mode=settings.queue_mode,
+            collect_debounce_s=settings.collect_debounce_ms / 1000,
+            keepalive_s=LANE_ACK_WAIT_S / 3,
+        )
         sub = await bus.durable_pull(
             rt.js,
             rt.subjects.stream("LANES"),
             "dispatch",
             rt.subjects.lanes(),
             ack_wait=LANE_ACK_WAIT_S,
-            max_deliver=10,
+            max_deliver=-1,
         )
         worker = bus.PullWorker(sub, lanes.handle, settings.agent_max_concurrent_runs, "agent")
         task = asyncio.create_task(worker.run())

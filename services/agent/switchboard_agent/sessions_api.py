@@ -10,6 +10,7 @@ from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
+from .queueing import QUEUE_MODES
 from .store import SessionStore
 
 
@@ -41,6 +42,26 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                 for r in rows
             ],
         )
+
+    async def Patch(
+        self, request: sessions_pb2.PatchSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.PatchSessionResponse:
+        try:
+            key = validate_session_key(request.session_key)
+        except InvalidSessionKey as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        mode = request.queue_mode
+        if mode and mode != "default" and mode not in QUEUE_MODES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"queue_mode must be one of {', '.join(QUEUE_MODES)} or 'default'",
+            )
+        if mode:
+            agent = key.split(":", 1)[0] if ":" in key else "main"
+            mode = await self.store.set_queue_mode(key, agent, "" if mode == "default" else mode)
+        else:
+            mode = (await self.store.lane_state(key)).queue_mode
+        return sessions_pb2.PatchSessionResponse(session_key=key, queue_mode=mode)
 
     async def List(
         self, request: sessions_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext

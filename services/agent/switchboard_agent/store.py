@@ -47,6 +47,16 @@ class SessionRow:
     message_count: int
 
 
+class CursorMoved(Exception):
+    """Another owner advanced the lane cursor first: this run must not be committed."""
+
+
+@dataclass(frozen=True)
+class LaneState:
+    cursor: int
+    queue_mode: str
+
+
 class SessionStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -56,6 +66,24 @@ class SessionStore:
             "SELECT lane_cursor FROM agent.sessions WHERE session_key = $1", session_key
         )
         return int(value or 0)
+
+    async def lane_state(self, session_key: str) -> LaneState:
+        row = await self.pool.fetchrow(
+            "SELECT lane_cursor, queue_mode FROM agent.sessions WHERE session_key = $1",
+            session_key,
+        )
+        return LaneState(int(row["lane_cursor"]), row["queue_mode"]) if row else LaneState(0, "")
+
+    async def set_queue_mode(self, session_key: str, agent: str, mode: str) -> str:
+        value = await self.pool.fetchval(
+            "INSERT INTO agent.sessions (session_key, agent, queue_mode) VALUES ($1, $2, $3)"
+            " ON CONFLICT (session_key) DO UPDATE SET queue_mode = EXCLUDED.queue_mode,"
+            " updated_at = now() RETURNING queue_mode",
+            session_key,
+            agent,
+            mode,
+        )
+        return str(value)
 
     async def run_exists(self, session_key: str, inbound_id: str) -> bool:
         value = await self.pool.fetchval(
@@ -72,18 +100,11 @@ class SessionStore:
         )
         return [{"role": r["role"], "content": json.loads(r["content"])} for r in rows]
 
-    async def commit_run(self, run: RunRecord) -> None:
-        """Store the run, its new transcript messages and advance the cursor, atomically."""
+    async def commit_run(self, run: RunRecord, expected_cursor: int) -> None:
+        """Store the run and its transcript and move the cursor to ``run.lane_seq``, atomically,
+        only if the cursor is still ``expected_cursor`` (else :class:`CursorMoved`)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO agent.sessions (session_key, agent, lane_cursor) VALUES ($1, $2, $3)"
-                " ON CONFLICT (session_key) DO UPDATE SET"
-                " lane_cursor = GREATEST(agent.sessions.lane_cursor, EXCLUDED.lane_cursor),"
-                " updated_at = now()",
-                run.session_key,
-                run.agent,
-                run.lane_seq,
-            )
+            await _move_cursor(conn, run.session_key, run.agent, run.lane_seq, expected_cursor)
             await conn.execute(
                 "INSERT INTO agent.runs (run_id, session_key, inbound_id, lane_seq, status,"
                 " stop_reason, model, input_tokens, output_tokens, iterations, error, started_at)"
@@ -110,6 +131,11 @@ class SessionStore:
                 ],
             )
 
+    async def advance_cursor(self, session_key: str, agent: str, seq: int, expected: int) -> None:
+        """Move the cursor over items that need no run (e.g. a replayed message)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await _move_cursor(conn, session_key, agent, seq, expected)
+
     async def history(self, session_key: str, limit: int = 0) -> list[StoredMessage]:
         query = (
             "SELECT role, content, run_id, created_at FROM agent.messages"
@@ -133,3 +159,23 @@ class SessionStore:
             limit,
         )
         return [SessionRow(r["session_key"], r["agent"], r["updated_at"], r["n"]) for r in rows]
+
+
+async def _move_cursor(
+    conn: asyncpg.Connection, session_key: str, agent: str, seq: int, expected: int
+) -> None:
+    await conn.execute(
+        "INSERT INTO agent.sessions (session_key, agent) VALUES ($1, $2)"
+        " ON CONFLICT (session_key) DO NOTHING",
+        session_key,
+        agent,
+    )
+    moved = await conn.fetchval(
+        "UPDATE agent.sessions SET lane_cursor = $2, updated_at = now()"
+        " WHERE session_key = $1 AND lane_cursor = $3 RETURNING 1",
+        session_key,
+        seq,
+        expected,
+    )
+    if moved is None:
+        raise CursorMoved(session_key)

@@ -16,7 +16,8 @@ from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import messages_pb2
-from switchboard_agent.lanes import LaneConsumer
+from switchboard_agent.lanes import LaneManager, LaneReader
+from switchboard_agent.lease import Leases
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.runner import Runner
 from switchboard_agent.store import SessionStore
@@ -30,7 +31,8 @@ class Env:
     subjects: bus.Subjects
     pool: asyncpg.Pool
     store: SessionStore
-    consumer: LaneConsumer
+    consumer: LaneManager
+    leases: Leases
 
 
 @pytest.fixture
@@ -44,7 +46,20 @@ async def env(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator
     store = SessionStore(pool)
     tools = ToolDispatcher(nc, js, subjects, 5.0)
     runner = Runner(nc, subjects, store, tools, None, "configure a model", tmp_path, 4, 100)
-    yield Env(nc, js, subjects, pool, store, LaneConsumer(runner, store, 30.0))
+    kv = await js.key_value(subjects.lease_bucket)
+    leases = Leases(kv, "test-owner", bus.LEASE_TTL_S)
+    reader = LaneReader(js, subjects.stream("LANES"))
+    manager = LaneManager(
+        nc,
+        reader,
+        leases,
+        store,
+        runner,
+        default_mode="queue",
+        collect_debounce_s=0.3,
+        nak_delay_s=0.1,
+    )
+    yield Env(nc, js, subjects, pool, store, manager, leases)
     await pool.close()
     await nc.close()
 
@@ -98,3 +113,28 @@ async def test_same_inbound_message_runs_once(env: Env) -> None:
     await enqueue(env, "s:d", "hello", "same-id")  # a retransmit past the dedupe window
     await drain(env, "d", 2)
     assert user_texts(await env.store.transcript("s:d")) == ["hello"]
+
+
+async def test_lane_owned_elsewhere_is_nak_and_later_taken(env: Env) -> None:
+    await enqueue(env, "s:busy", "x", "mx")
+    other = await env.leases.kv.create(session_token("s:busy"), b"another-replica")
+    sub = await bus.durable_pull(env.js, env.subjects.stream("LANES"), "n", env.subjects.lanes())
+    [msg] = await sub.fetch(1, timeout=5)
+    await env.consumer.handle(msg)  # another owner: NAKed, nothing run
+    assert await env.store.transcript("s:busy") == []
+    await env.leases.kv.delete(session_token("s:busy"), last=other)
+    [again] = await sub.fetch(1, timeout=5)  # the NAK brings it back
+    assert again.metadata.num_delivered == 2
+    await env.consumer.handle(again)
+    assert user_texts(await env.store.transcript("s:busy")) == ["x"]
+
+
+async def test_collect_merges_pending_items_into_one_run(env: Env) -> None:
+    await env.store.set_queue_mode("s:c", "main", "collect")
+    for i in range(3):
+        await enqueue(env, "s:c", f"c{i}", f"mc{i}")
+    await drain(env, "c", 3)
+    transcript = await env.store.transcript("s:c")
+    assert [m["role"] for m in transcript] == ["user", "assistant"]
+    assert [b["text"] for b in transcript[0]["content"]] == ["c0", "c1", "c2"]
+    assert await env.pool.fetchval("SELECT count(*) FROM agent.runs") == 1

@@ -73,7 +73,7 @@ class Conversations:
         async def on_event(msg: Msg) -> None:
             event = messages_pb2.AgentEvent()
             event.ParseFromString(msg.data)
-            if event.message_id == out.message_id:
+            if event.message_id == out.message_id or out.message_id in event.message_ids:
                 queue.put_nowait(event)
 
         subject = self.subjects.events(session_token(out.session_key))

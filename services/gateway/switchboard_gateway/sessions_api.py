@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from fastapi import APIRouter, Depends, Request
@@ -18,6 +18,10 @@ from .conversations import Conversations, Outgoing
 from .errors import ApiError
 
 router = APIRouter(prefix="/api/sessions", dependencies=[Depends(require_token)])
+
+
+class PatchSession(BaseModel):
+    queue_mode: Literal["queue", "followup", "collect", "steer", "interrupt", "default"]
 
 
 class PostMessage(BaseModel):
@@ -44,6 +48,25 @@ async def post_message(key: str, body: PostMessage, request: Request) -> JSONRes
     )
 
 
+@router.patch("/{key}")
+async def patch_session(key: str, body: PatchSession, request: Request) -> dict[str, Any]:
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.Patch(
+            sessions_pb2.PatchSessionRequest(session_key=_key(key), queue_mode=body.queue_mode),
+            timeout=5.0,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _rpc_error(exc) from exc
+    return {"session_key": reply.session_key, "queue_mode": reply.queue_mode or "default"}
+
+
+def _rpc_error(exc: grpc.aio.AioRpcError) -> ApiError:
+    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+        return ApiError(400, exc.details() or "invalid request")
+    return ApiError(503, "The agent service is not available; try again shortly.")
+
+
 @router.get("/{key}/history")
 async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
     if limit < 0 or limit > 10_000:
@@ -54,9 +77,7 @@ async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
             sessions_pb2.HistoryRequest(session_key=_key(key), limit=limit), timeout=5.0
         )
     except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            raise ApiError(400, exc.details() or "invalid request") from exc
-        raise ApiError(503, "The agent service is not available; try again shortly.") from exc
+        raise _rpc_error(exc) from exc
     return {
         "session_key": reply.session_key,
         "messages": [

@@ -8,42 +8,31 @@ isolation layers are actually in force.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ctypes
-import errno
 import math
 import os
 import resource
-import signal
 import sys
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from switchboard_tools.profile import SandboxProfile
+from switchboard_tools.runner import ProcessResult, SpawnOptions, spawn_and_collect
+
+__all__ = [
+    "SANDBOX_PATH",
+    "ProcessResult",
+    "ProcessSandbox",
+    "ProfiledSandbox",
+    "Sandbox",
+    "minimal_env",
+]
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 _MiB = 1024 * 1024
-_READ_CHUNK = 64 * 1024
 _PR_SET_NO_NEW_PRIVS = 38
-
-
-@dataclass(frozen=True)
-class ProcessResult:
-    """The outcome of one command.
-
-    ``exit_code`` is ``None`` when the command was killed because it timed out; a negative
-    value ``-N`` means it was killed by signal ``N``. ``output`` is stdout and stderr merged,
-    decoded as UTF-8 (invalid bytes replaced), at most ``output_cap`` bytes before decoding.
-    """
-
-    exit_code: int | None
-    output: str
-    truncated: bool
-    timed_out: bool
-    duration_ms: float
 
 
 @runtime_checkable
@@ -68,6 +57,17 @@ class Sandbox(Protocol):
     def attestation(self) -> dict[str, Any]:
         """The isolation layers actually in force (JSON-serialisable), for ``/readyz`` and for
         the ``isolation_json`` of tool results."""
+        ...
+
+
+@runtime_checkable
+class ProfiledSandbox(Sandbox, Protocol):
+    """A sandbox that enforces :class:`~switchboard_tools.profile.SandboxProfile` and measures
+    each call (``ProcessResult.isolation``); see :class:`~switchboard_tools.layered.LayeredSandbox`.
+    ``run`` additionally takes ``profile=`` and ``workspace=`` keyword arguments."""
+
+    def missing(self, profile: SandboxProfile) -> list[str]:
+        """The layers ``profile`` demands that this sandbox cannot provide."""
         ...
 
 
@@ -97,30 +97,6 @@ def _load_prctl() -> Any:
         return libc.prctl
     except (OSError, AttributeError):
         return None
-
-
-class _Output:
-    """Keeps the first ``cap`` bytes, counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = max(0, cap)
-        self.data = bytearray()
-        self.total = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.data)
-
-    def feed(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.total += len(chunk)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 class ProcessSandbox:
@@ -194,103 +170,14 @@ class ProcessSandbox:
         output_cap: int,
         env: Mapping[str, str] | None = None,
     ) -> ProcessResult:
-        if not argv:
-            raise ValueError("empty argv")
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        deadline = started + max(0.0, timeout_s)
         cpu_seconds = max(1, math.ceil(timeout_s) + 1)
-
-        def elapsed_ms() -> float:
-            return (time.monotonic() - started) * 1000.0
-
-        # Our own pipe rather than stdout=PIPE: asyncio's Process.wait() would otherwise wait
-        # for the pipe to close, which a leftover grandchild can delay forever.
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=str(cwd),
-                env=minimal_env(cwd, env),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=write_fd,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=lambda: self._preexec(cpu_seconds),
-            )
-        except OSError as exc:
-            os.close(read_fd)
-            if exc.filename == str(cwd) or exc.errno not in (errno.ENOENT, errno.EACCES):
-                raise  # a bad cwd or something unexpected: not the command's fault
-            if exc.errno == errno.ENOENT:
-                message, code = "command not found", 127
-            else:
-                message, code = "permission denied", 126
-            return ProcessResult(code, f"{argv[0]}: {message}\n", False, False, elapsed_ms())
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-
-        pgid = proc.pid  # start_new_session: the child leads its own process group
-        output = _Output(output_cap)
-        stream = asyncio.StreamReader()
-        transport: asyncio.BaseTransport | None = None
-        pump: asyncio.Task[None] | None = None
-        waiter: asyncio.Task[int] = asyncio.create_task(proc.wait())
-        timed_out = False
-        try:
-            pipe = os.fdopen(read_fd, "rb", buffering=0)
-        except BaseException:
-            os.close(read_fd)
-            _kill_group(pgid)
-            raise
-        try:
-            transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(stream), pipe
-            )
-
-            async def read_all() -> None:
-                while chunk := await stream.read(_READ_CHUNK):
-                    output.feed(chunk)
-                    if output.total > max(self.drain_limit_bytes, output.cap):
-                        _kill_group(pgid)
-                        return
-
-            pump = asyncio.create_task(read_all())
-            done, _ = await asyncio.wait({waiter}, timeout=max(0.0, deadline - time.monotonic()))
-            if waiter in done:
-                # Exited: let the pipe drain; leftovers still holding it get killed below.
-                grace = min(self.exit_grace_s, max(0.0, deadline - time.monotonic()))
-                await asyncio.wait({pump}, timeout=grace)
-            else:
-                timed_out = True
-        finally:
-            _kill_group(pgid)
-            try:
-                await asyncio.wait({waiter}, timeout=5.0)
-                if pump is not None:
-                    # Everything in the group is dead; a process that left the group could
-                    # still hold the pipe, so do not wait long for EOF.
-                    await asyncio.wait({pump}, timeout=0.5)
-            finally:
-                if pump is not None:
-                    pump.cancel()
-                if transport is not None:
-                    transport.close()
-                else:
-                    pipe.close()
-                if not waiter.done():
-                    waiter.cancel()
-
-        finished = waiter.done() and not waiter.cancelled()
-        exit_code = waiter.result() if finished and not timed_out else None
-        return ProcessResult(
-            exit_code=exit_code,
-            output=bytes(output.data).decode("utf-8", errors="replace"),
-            truncated=output.truncated,
-            timed_out=timed_out,
-            duration_ms=elapsed_ms(),
+        return await spawn_and_collect(
+            argv,
+            cwd=cwd,
+            env=minimal_env(cwd, env),
+            timeout_s=timeout_s,
+            output_cap=output_cap,
+            options=SpawnOptions(preexec=lambda: self._preexec(cpu_seconds)),
+            exit_grace_s=self.exit_grace_s,
+            drain_limit_bytes=self.drain_limit_bytes,
         )

@@ -20,8 +20,9 @@ from .builtin import builtin_registry
 from .config import ToolsSettings
 from .errors import ToolError
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
+from .probe import probe_sandbox
 from .registry import ToolContext, ToolOutput, ToolRegistry
-from .sandbox import ProcessSandbox, Sandbox
+from .sandbox import Sandbox
 from .workspace import ensure_workspace
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,15 @@ class Executor:
         self.settings = settings
         self.registry = registry
         self.isolation = json.dumps(sandbox.attestation())
+        self.running: dict[str, set[asyncio.Task[ToolOutput]]] = {}
+
+    async def cancel_run(self, msg: Msg) -> None:
+        """A run was interrupted: cancel its calls in flight (the sandbox kills their process
+        groups)."""
+        cancel = messages_pb2.ToolCancel()
+        cancel.ParseFromString(msg.data)
+        for task in self.running.get(cancel.run_id, set()):
+            task.cancel()
 
     async def answer_specs(self, msg: Msg) -> None:
         await msg.respond(json.dumps(self.registry.specs()).encode())
@@ -56,8 +66,22 @@ class Executor:
             ) as span:
                 span.set_attribute("sb.tool", call.tool)
                 span.set_attribute("sb.tool.call_id", call.call_id)
-                span.set_attribute("sb.isolation", self.isolation)
-                output = await self._execute(call)
+                task = asyncio.create_task(self._execute(call))
+                self.running.setdefault(call.run_id, set()).add(task)
+                try:
+                    output = await task
+                except asyncio.CancelledError:
+                    if not task.cancelled():
+                        raise  # this handler itself is being cancelled (shutdown)
+                    output = ToolOutput("cancelled: the run was interrupted", is_error=True)
+                finally:
+                    tasks = self.running.get(call.run_id, set())
+                    tasks.discard(task)
+                    if not tasks:
+                        self.running.pop(call.run_id, None)
+                measured = output.details.get("isolation")
+                isolation = json.dumps(measured) if measured else self.isolation
+                span.set_attribute("sb.isolation", isolation)
                 if output.is_error:
                     span.set_status(Status(StatusCode.ERROR))
             duration_ms = (time.perf_counter() - start) * 1000
@@ -67,7 +91,7 @@ class Executor:
                 is_error=output.is_error,
                 content=output.content,
                 details_json=json.dumps(output.details),
-                isolation_json=self.isolation,
+                isolation_json=isolation,
                 duration_ms=duration_ms,
             )
             await bus.core_publish(self.rt.nc, self.rt.subjects.tools_result(call.run_id), result)
@@ -89,10 +113,11 @@ class Executor:
 
 async def serve(settings: ToolsSettings) -> None:
     async with ServiceRuntime("tools", settings) as rt:
-        sandbox = ProcessSandbox()
+        sandbox = await probe_sandbox()
         registry = builtin_registry(sandbox, settings.exec_allowlist)
         executor = Executor(rt, settings, registry, sandbox)
         await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
+        await rt.nc.subscribe(rt.subjects.tools_cancel("*"), cb=executor.cancel_run)
         sub = await bus.durable_pull(
             rt.js,
             rt.subjects.stream("TOOLS"),

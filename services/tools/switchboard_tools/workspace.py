@@ -75,3 +75,21 @@ def ensure_workspace(root: Path, agent: str) -> Path:
         # ``root/<agent>`` is a symlink (or something else) leading elsewhere.
         raise ToolError(f"Workspace for agent {agent!r} is not a directory inside the root")
     return resolved
+
+
+def inherit_owner(workspace: Path, path: Path, fd: int | None = None) -> None:
+    """Give ``path`` (or the open ``fd``) the owner of the workspace.
+
+    When the executor runs as root, sandboxed commands run as a dedicated uid that owns the
+    workspace; files the executor's own tools create are handed to it so those commands can
+    modify them. A no-op when not root or when the workspace is root's.
+    """
+    if os.geteuid() != 0:
+        return
+    st = os.stat(workspace)
+    if st.st_uid == 0:
+        return
+    if fd is not None:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    else:
+        os.lchown(path, st.st_uid, st.st_gid)

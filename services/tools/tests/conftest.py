@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from switchboard_tools.builtin import builtin_registry
+from switchboard_tools.layered import LayeredSandbox
+from switchboard_tools.probe import probe_sandbox
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import ProcessSandbox
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
@@ -16,8 +21,15 @@ Call = Callable[..., Awaitable[ToolOutput]]
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return ensure_workspace(tmp_path / "workspaces", "agent-1")
+def workspace() -> Iterator[Path]:
+    # Not under tmp_path: its parents are private to root, and the sandbox's dedicated uid
+    # must be able to reach the workspace (as it can in a real deployment).
+    root = Path(tempfile.mkdtemp(prefix="sb-tools-test-"))
+    root.chmod(0o711)
+    try:
+        yield ensure_workspace(root / "workspaces", "agent-1")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -48,5 +60,37 @@ def call(registry: ToolRegistry, ctx: ToolContext) -> Call:
         args_json = args if isinstance(args, str) else json.dumps(args)
         context = ToolContext(**{**ctx.__dict__, **overrides}) if overrides else ctx
         return await registry.execute(name, args_json, context)
+
+    return _call
+
+
+@pytest.fixture(scope="session")
+def layered() -> LayeredSandbox:
+    """The sandbox as the executor builds it at start-up (probed once per test session)."""
+    return asyncio.run(probe_sandbox())
+
+
+@pytest.fixture
+def need(layered: LayeredSandbox) -> Callable[..., None]:
+    """``need("seccomp", ...)``: skip (with the probe's reason) when this host lacks a layer."""
+
+    def _need(*layers: str) -> None:
+        have = layered.available()
+        for layer in layers:
+            if not have.get(layer):
+                reason = layered.layers.status.get(layer, "not available")
+                pytest.skip(f"host lacks the {layer} layer: {reason}")
+
+    return _need
+
+
+@pytest.fixture
+def lcall(layered: LayeredSandbox, ctx: ToolContext) -> Call:
+    """Like ``call``, through a registry whose exec runs in the probed layered sandbox."""
+    registry = builtin_registry(layered, [*DEFAULT_EXEC_ALLOWLIST, "sleep", "env"])
+
+    async def _call(name: str, args: dict[str, Any], **overrides: Any) -> ToolOutput:
+        context = ToolContext(**{**ctx.__dict__, **overrides}) if overrides else ctx
+        return await registry.execute(name, json.dumps(args), context)
 
     return _call

@@ -80,7 +80,15 @@ async def test_specs_sorted_with_schema(reg: ToolRegistry) -> None:
 async def test_builtin_specs_are_valid_closed_objects() -> None:
     reg = builtin_registry(ProcessSandbox())
     specs = reg.specs()
-    assert [s["name"] for s in specs] == ["exec", "get_time", "list_dir", "read", "write"]
+    assert [s["name"] for s in specs] == [
+        "edit",
+        "exec",
+        "get_time",
+        "list_dir",
+        "read",
+        "search_files",
+        "write",
+    ]
     for spec in specs:
         assert spec["parameters"]["type"] == "object"
         assert spec["parameters"]["additionalProperties"] is False

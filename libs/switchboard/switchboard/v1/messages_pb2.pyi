@@ -88,6 +88,14 @@ class ToolCall(_message.Message):
     timeout_s: float
     def __init__(self, call_id: _Optional[str] = ..., run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., tool: _Optional[str] = ..., args_json: _Optional[str] = ..., profile: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
 
+class ToolCancel(_message.Message):
+    __slots__ = ("run_id", "reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    reason: str
+    def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ToolResult(_message.Message):
     __slots__ = ("call_id", "run_id", "is_error", "content", "details_json", "isolation_json", "duration_ms")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -115,7 +123,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class AgentEvent(_message.Message):
-    __slots__ = ("run_id", "session_key", "message_id", "seq", "stream", "phase", "text", "tool", "call_id", "usage", "stop_reason", "data_json", "ts_ms", "model")
+    __slots__ = ("run_id", "session_key", "message_id", "seq", "stream", "phase", "text", "tool", "call_id", "usage", "stop_reason", "data_json", "ts_ms", "model", "message_ids")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +138,7 @@ class AgentEvent(_message.Message):
     DATA_JSON_FIELD_NUMBER: _ClassVar[int]
     TS_MS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     session_key: str
     message_id: str
@@ -144,4 +153,5 @@ class AgentEvent(_message.Message):
     data_json: str
     ts_ms: int
     model: str
-    def __init__(self, run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., message_id: _Optional[str] = ..., seq: _Optional[int] = ..., stream: _Optional[str] = ..., phase: _Optional[str] = ..., text: _Optional[str] = ..., tool: _Optional[str] = ..., call_id: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[str] = ..., data_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+    message_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., message_id: _Optional[str] = ..., seq: _Optional[int] = ..., stream: _Optional[str] = ..., phase: _Optional[str] = ..., text: _Optional[str] = ..., tool: _Optional[str] = ..., call_id: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[str] = ..., data_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., model: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -59,3 +59,19 @@ class HistoryResponse(_message.Message):
     session_key: str
     messages: _containers.RepeatedCompositeFieldContainer[TranscriptMessage]
     def __init__(self, session_key: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[TranscriptMessage, _Mapping]]] = ...) -> None: ...
+
+class PatchSessionRequest(_message.Message):
+    __slots__ = ("session_key", "queue_mode")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    queue_mode: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ...) -> None: ...
+
+class PatchSessionResponse(_message.Message):
+    __slots__ = ("session_key", "queue_mode")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    queue_mode: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ...) -> None: ...

@@ -44,6 +44,11 @@ class SessionsStub:
                 request_serializer=switchboard_dot_v1_dot_sessions__pb2.HistoryRequest.SerializeToString,
                 response_deserializer=switchboard_dot_v1_dot_sessions__pb2.HistoryResponse.FromString,
                 _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/switchboard.v1.Sessions/Patch',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -61,6 +66,12 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +84,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.History,
                     request_deserializer=switchboard_dot_v1_dot_sessions__pb2.HistoryRequest.FromString,
                     response_serializer=switchboard_dot_v1_dot_sessions__pb2.HistoryResponse.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +145,33 @@ class Sessions:
             '/switchboard.v1.Sessions/History',
             switchboard_dot_v1_dot_sessions__pb2.HistoryRequest.SerializeToString,
             switchboard_dot_v1_dot_sessions__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Patch',
+            switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

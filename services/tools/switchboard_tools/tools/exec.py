@@ -1,12 +1,15 @@
-"""exec: run one allowlisted command (no shell) in the workspace, through the Sandbox.
+"""exec: run a command in the workspace, always inside the sandbox's isolation layers.
 
-Allowlist mode: the command line is split with POSIX ``shlex`` and run directly, never by a
-shell. Shell metacharacters are refused outright rather than quoted, so nothing that looks like
-a pipeline, redirection, substitution or command list can be smuggled in. The program must be a
-bare name from the allowlist (no paths). Path-like arguments must resolve inside the workspace
-and a few options known to run programs or change the system are refused. With
-:class:`~switchboard_tools.sandbox.ProcessSandbox` these argument checks are the only
-filesystem confinement for the command; a namespace sandbox makes them defence in depth.
+Two modes. ``allowlist`` (the default): the command line is split with POSIX ``shlex`` and run
+directly, never by a shell. Shell metacharacters are refused outright rather than quoted, so
+nothing that looks like a pipeline, redirection, substitution or command list can be smuggled
+in. The program must be a bare name from the allowlist (no paths). Path-like arguments must
+resolve inside the workspace and a few options known to run programs or change the system are
+refused. ``sandbox``: a real ``/bin/sh -c`` -- only offered by a sandbox that enforces
+profiles (:class:`~switchboard_tools.sandbox.ProfiledSandbox`), because there the isolation
+layers, not argument checks, are the boundary. In both modes a profiled sandbox runs the
+command under its layers and the measured attestation is returned in ``details.isolation``;
+the allowlist is an extra restriction, never a replacement.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
+from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.sandbox import Sandbox
+from switchboard_tools.sandbox import ProcessResult, ProfiledSandbox, Sandbox
 from switchboard_tools.workspace import display_path, resolve_in_workspace
 
 DEFAULT_EXEC_ALLOWLIST: tuple[str, ...] = (
@@ -155,10 +159,12 @@ def format_result(
 class ExecTool(Tool):
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
-        "Run one command in the workspace, without a shell: no pipes, redirections, "
-        "variables, substitutions or command lists; quote arguments with ' or \". Only "
-        "allowlisted programs may run (see the error message for the list). Paths must stay "
-        "inside the workspace. stdout and stderr are returned together, capped in size."
+        "Run a command in the workspace, inside the executor's isolation sandbox (no network "
+        "unless granted). mode 'allowlist' (default): one command without a shell -- no pipes, "
+        "redirections, variables, substitutions or command lists; quote arguments with ' or "
+        '"; only allowlisted programs (see the error message for the list); paths must stay '
+        "inside the workspace. mode 'sandbox': a full /bin/sh command line. stdout and stderr "
+        "are returned together, capped in size."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -168,6 +174,12 @@ class ExecTool(Tool):
                 "minLength": 1,
                 "maxLength": MAX_COMMAND_LENGTH,
                 "description": 'The command line, e.g. "grep -n TODO notes.txt".',
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["allowlist", "sandbox"],
+                "description": "allowlist (default): one allowlisted program, no shell; "
+                "sandbox: a /bin/sh command line.",
             },
             "timeout_s": {
                 "type": "number",
@@ -193,7 +205,9 @@ class ExecTool(Tool):
         allowlist: Sequence[str] | None = None,
         default_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S,
         output_cap: int = DEFAULT_EXEC_OUTPUT_CAP,
+        profile: SandboxProfile | None = None,
     ) -> None:
+        """``profile``: the isolation every call demands (default: the sandbox's own)."""
         names = DEFAULT_EXEC_ALLOWLIST if allowlist is None else tuple(allowlist)
         for entry in names:
             if not entry or "/" in entry or any(_is_forbidden(ch) or ch.isspace() for ch in entry):
@@ -202,6 +216,7 @@ class ExecTool(Tool):
         self.allowlist = frozenset(names)
         self.default_timeout_s = default_timeout_s
         self.output_cap = output_cap
+        self.profile = profile
 
     def effective_timeout(self, requested: float | None, ctx: ToolContext) -> float:
         timeout = min(requested or self.default_timeout_s, MAX_EXEC_TIMEOUT_S)
@@ -211,17 +226,23 @@ class ExecTool(Tool):
         return timeout
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        argv = parse_command(args["command"], self.allowlist)
+        mode = args.get("mode", "allowlist")
         cwd = resolve_in_workspace(ctx.workspace, args.get("cwd", "."))
         if not cwd.is_dir():
             raise ToolError(f"Working directory {args.get('cwd', '.')!r} is not a directory")
-        check_arguments(argv, ctx.workspace, cwd)
+        if mode == "sandbox":
+            if not isinstance(self.sandbox, ProfiledSandbox):
+                raise SandboxUnavailable(
+                    "Refused: mode 'sandbox' needs an isolation sandbox and this executor only "
+                    "has a plain process sandbox; use mode 'allowlist'."
+                )
+            argv = ["/bin/sh", "-c", args["command"]]
+        else:
+            argv = parse_command(args["command"], self.allowlist)
+            check_arguments(argv, ctx.workspace, cwd)
         requested = args.get("timeout_s")
         timeout_s = self.effective_timeout(float(requested) if requested else None, ctx)
-
-        result = await self.sandbox.run(
-            argv, cwd=cwd, timeout_s=timeout_s, output_cap=self.output_cap
-        )
+        result = await self._run(argv, cwd, timeout_s, ctx)
         content = format_result(
             result.output,
             exit_code=result.exit_code,
@@ -233,6 +254,7 @@ class ExecTool(Tool):
             content=content,
             is_error=result.timed_out or result.exit_code != 0,
             details={
+                "mode": mode,
                 "argv": argv,
                 "cwd": display_path(ctx.workspace, cwd),
                 "exit_code": result.exit_code,
@@ -240,5 +262,24 @@ class ExecTool(Tool):
                 "timed_out": result.timed_out,
                 "duration_ms": round(result.duration_ms, 3),
                 "timeout_s": timeout_s,
+                "isolation": result.isolation or {**self.sandbox.attestation(), "measured": False},
             },
+        )
+
+    async def _run(
+        self, argv: list[str], cwd: Path, timeout_s: float, ctx: ToolContext
+    ) -> ProcessResult:
+        if isinstance(self.sandbox, ProfiledSandbox):
+            run: Any = self.sandbox.run  # the profiled signature (see ProfiledSandbox)
+            result: ProcessResult = await run(
+                argv,
+                cwd=cwd,
+                timeout_s=timeout_s,
+                output_cap=self.output_cap,
+                profile=self.profile,
+                workspace=ctx.workspace,
+            )
+            return result
+        return await self.sandbox.run(
+            argv, cwd=cwd, timeout_s=timeout_s, output_cap=self.output_cap
         )

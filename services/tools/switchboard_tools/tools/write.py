@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.workspace import display_path, resolve_in_workspace
+from switchboard_tools.workspace import display_path, inherit_owner, resolve_in_workspace
 
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 
@@ -29,6 +29,8 @@ def write_file(
     workspace: Path, path: Path, shown: str, data: bytes, append: bool
 ) -> dict[str, Any]:
     parent = path.parent
+    created_dirs = [p for p in [parent, *parent.parents] if p.is_relative_to(workspace)]
+    created_dirs = [p for p in created_dirs if not p.exists()]
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
@@ -37,6 +39,8 @@ def write_file(
         raise _os_error(exc, shown) from exc
     # mkdir followed whatever existed at check time; re-check before writing.
     resolve_in_workspace(workspace, str(path))
+    for directory in created_dirs:
+        inherit_owner(workspace, directory)
 
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_APPEND if append else 0
@@ -48,6 +52,8 @@ def write_file(
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ToolError(f"{shown} is not a regular file")
+        if not existed:
+            inherit_owner(workspace, path, fd)
         f = os.fdopen(fd, "wb")
     except BaseException:
         os.close(fd)

@@ -1,0 +1,124 @@
+"""Start-up probe: run a trivial command under each isolation layer; keep what really works.
+
+A layer whose probe fails is reported as unavailable with the reason, never assumed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from switchboard_tools.layered import LayeredSandbox, Layers
+from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
+from switchboard_tools.runner import become_subreaper
+
+log = logging.getLogger(__name__)
+
+PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
+_PROBE_TIMEOUT_S = 10.0
+_OFF = {"seccomp": False, "landlock": False, "namespaces": False}
+
+
+def _python_candidates() -> list[str]:
+    found = [p for p in PYTHON_CANDIDATES if os.access(p, os.X_OK)]
+    own = os.path.realpath(sys.executable)
+    return [*found, own] if own not in found else found
+
+
+async def _try(
+    sandbox: LayeredSandbox,
+    workspace: Path,
+    layers: dict[str, bool],
+    require: frozenset[str],
+    network: bool = True,
+) -> str:
+    """``"ok"`` if ``true`` ran with ``require`` measured in force, else the reason."""
+    profile = SandboxProfile(require=require, network=network)
+    try:
+        result = await sandbox.run(
+            ["true"],
+            cwd=workspace,
+            timeout_s=_PROBE_TIMEOUT_S,
+            output_cap=4096,
+            profile=profile,
+            layers={**_OFF, **layers},
+        )
+    except SandboxUnavailable as exc:
+        return f"unavailable: {exc.message}"
+    except OSError as exc:
+        return f"unavailable: {exc.strerror or exc}"
+    if result.exit_code != 0:
+        return f"unavailable: exit code {result.exit_code}: {result.output.strip()[-200:]}"
+    return "ok"
+
+
+async def probe_layers(sandbox: LayeredSandbox, bwrap_path: str | None = "bwrap") -> LayeredSandbox:
+    """Probe every layer on ``sandbox`` and record the outcome in ``sandbox.layers``."""
+    layers = Layers()
+    sandbox.layers = layers
+    with tempfile.TemporaryDirectory(prefix="sb-probe-") as tmp:
+        workspace = Path(tmp)
+        for python in _python_candidates():
+            layers.python = python
+            status = await _try(sandbox, workspace, {}, frozenset({"no_new_privs"}))
+            if status == "ok":
+                break
+            layers.python = None
+        layers.status["measurement"] = "ok" if layers.python else "unavailable: no python3 runs"
+        if layers.python is None:
+            for name in ("seccomp", "landlock", "namespaces"):
+                layers.status[name] = "unavailable: nothing to measure it with"
+            return sandbox
+
+        layers.status["seccomp"] = await _try(
+            sandbox, workspace, {"seccomp": True}, frozenset({"seccomp"}), network=False
+        )
+        layers.seccomp = layers.status["seccomp"] == "ok"
+
+        abi = _landlock_abi()
+        layers.landlock_abi = abi
+        status = await _try(sandbox, workspace, {"landlock": True}, frozenset({"landlock"}))
+        layers.status["landlock"] = status if abi else "unavailable: kernel has no landlock"
+        if status != "ok":
+            layers.landlock_abi = 0
+
+        bwrap = shutil.which(bwrap_path) if bwrap_path else None
+        if bwrap is None:
+            layers.status["namespaces"] = f"unavailable: bubblewrap not found ({bwrap_path})"
+        else:
+            layers.bwrap = bwrap
+            layers.status["namespaces"] = await _try(
+                sandbox, workspace, {"namespaces": True}, frozenset({"namespaces"}), network=False
+            )
+            if layers.status["namespaces"] != "ok":
+                layers.bwrap = None
+    log.info("sandbox layers probed", extra={"isolation": sandbox.attestation()})
+    return sandbox
+
+
+def _landlock_abi() -> int:
+    from switchboard_tools import inner
+
+    try:
+        return inner.landlock_abi()
+    except (OSError, AttributeError):
+        return 0
+
+
+async def probe_sandbox(
+    *,
+    bwrap_path: str | None = "bwrap",
+    uid: int | None = 65534,
+    default_profile: SandboxProfile | None = None,
+) -> LayeredSandbox:
+    """Build a :class:`LayeredSandbox` and probe it: the executor's start-up factory. Also
+    makes this process the subreaper of sandbox orphans (see :func:`become_subreaper`)."""
+    become_subreaper()
+    sandbox = LayeredSandbox(uid=uid)
+    if default_profile is not None:
+        sandbox.default_profile = default_profile
+    return await probe_layers(sandbox, bwrap_path)

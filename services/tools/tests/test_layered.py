@@ -1,0 +1,188 @@
+"""The layered sandbox: start-up probe, per-call attestation measured inside, profiles."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from switchboard_tools.builtin import builtin_registry
+from switchboard_tools.layered import LayeredSandbox
+from switchboard_tools.probe import probe_layers
+from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
+from switchboard_tools.registry import ToolContext
+from switchboard_tools.sandbox import ProfiledSandbox, Sandbox
+
+Need = Callable[..., None]
+
+
+def test_attestation_reports_probed_layers(layered: LayeredSandbox) -> None:
+    assert isinstance(layered, Sandbox) and isinstance(layered, ProfiledSandbox)
+    att = layered.attestation()
+    json.dumps(att)
+    assert att["measured"] is True
+    for layer in ("seccomp", "landlock", "namespaces"):
+        # Every optional layer is either proved by its probe or reported with a reason.
+        status = att["probe"][layer]
+        assert (status == "ok") == att[layer], status
+        assert status == "ok" or status.startswith("unavailable: ")
+    assert att["process_group"] and att["rlimits"] and att["no_new_privs"]
+
+
+async def test_call_is_measured_inside(layered: LayeredSandbox, workspace: Path) -> None:
+    result = await layered.run(["true"], cwd=workspace, timeout_s=10, output_cap=100)
+    iso = result.isolation
+    assert iso is not None and iso["measured"] and iso["ok"]
+    att = layered.attestation()
+    for layer in ("seccomp", "landlock", "namespaces", "no_new_privs"):
+        assert iso[layer] == att[layer], layer
+    assert iso["network"] is False  # default profile: no network, enforced
+    assert iso["caps_effective"] == "0000000000000000"
+    assert iso["rlimits"]["nproc"] == layered.nproc
+    if layered.drop_uid is not None:
+        assert iso["uid"] == layered.drop_uid != 0
+
+
+async def test_measurement_matches_what_the_command_sees(
+    layered: LayeredSandbox, workspace: Path, need: Need
+) -> None:
+    need("seccomp")
+    result = await layered.run(
+        ["grep", "-E", "^(NoNewPrivs|Seccomp):", "/proc/self/status"],
+        cwd=workspace,
+        timeout_s=10,
+        output_cap=1000,
+    )
+    assert result.output.split() == ["NoNewPrivs:", "1", "Seccomp:", "2"]
+
+
+async def test_missing_bwrap_changes_attestation_and_profile_refuses(workspace: Path) -> None:
+    sandbox = await probe_layers(LayeredSandbox(), bwrap_path="/nonexistent/bwrap")
+    att = sandbox.attestation()
+    assert att["namespaces"] is False
+    assert att["probe"]["namespaces"].startswith("unavailable: bubblewrap not found")
+    assert att["sandbox"] == "process"
+
+    strict = SandboxProfile(require=frozenset({"namespaces"}))
+    assert sandbox.missing(strict) == ["namespaces"]
+    marker = workspace / "ran"
+    with pytest.raises(SandboxUnavailable, match="namespaces"):
+        await sandbox.run(
+            ["touch", str(marker)], cwd=workspace, timeout_s=5, output_cap=100, profile=strict
+        )
+    assert not marker.exists()
+
+    # Through the exec tool: a readable tool error, nothing run.
+    registry = builtin_registry(sandbox)
+    registry.get("exec").profile = strict  # type: ignore[union-attr]
+    ctx = ToolContext("a", "s", "c", workspace, 10.0)
+    out = await registry.execute(
+        "exec", json.dumps({"command": "touch ran", "mode": "sandbox"}), ctx
+    )
+    assert out.is_error and "namespaces" in out.content and "not run" in out.content
+    assert not marker.exists()
+
+    # Without bwrap, what remains is still measured per call.
+    result = await sandbox.run(["true"], cwd=workspace, timeout_s=5, output_cap=100)
+    assert result.isolation is not None and result.isolation["namespaces"] is False
+
+
+async def test_inner_refuses_when_required_layer_not_in_force(
+    layered: LayeredSandbox, workspace: Path, need: Need
+) -> None:
+    # The probe says seccomp works, but if it is not applied for a call the wrapper's own
+    # measurement refuses to exec the command.
+    need("seccomp")
+    marker = workspace / "ran"
+    with pytest.raises(SandboxUnavailable, match="seccomp"):
+        await layered.run(
+            ["touch", str(marker)],
+            cwd=workspace,
+            timeout_s=5,
+            output_cap=100,
+            profile=SandboxProfile(require=frozenset({"seccomp"}), network=True),
+            layers={"seccomp": False},
+        )
+    assert not marker.exists()
+
+
+async def test_network_denied_needs_an_enforcing_layer(workspace: Path) -> None:
+    sandbox = LayeredSandbox()
+    sandbox.layers.python = "/usr/bin/python3"  # measured, but no layer can deny network
+    assert sandbox.missing(SandboxProfile(network=False)) == ["network_isolation"]
+    assert sandbox.missing(SandboxProfile(network=True)) == []
+    with pytest.raises(SandboxUnavailable, match="network_isolation"):
+        await sandbox.run(["true"], cwd=workspace, timeout_s=5, output_cap=100)
+
+
+def test_profile_validation() -> None:
+    with pytest.raises(ValueError, match="unknown sandbox layer"):
+        SandboxProfile(require=frozenset({"gvisor"}))
+    profile = SandboxProfile.parse("namespaces, seccomp", network=False)
+    assert profile.require == {"namespaces", "seccomp"}
+    assert profile.describe() == {"require": ["namespaces", "seccomp"], "network": False}
+
+
+async def test_unprobed_sandbox_refuses(workspace: Path) -> None:
+    with pytest.raises(SandboxUnavailable):
+        await LayeredSandbox().run(["true"], cwd=workspace, timeout_s=5, output_cap=100)
+
+
+async def test_exec_result_carries_isolation(lcall: Any) -> None:
+    out = await lcall("exec", {"command": "echo hi"})
+    assert not out.is_error and out.content == "hi\n"
+    iso = out.details["isolation"]
+    assert iso["measured"] and iso["ok"] and iso["network"] is False
+    out = await lcall("exec", {"command": "echo $((6*7)) | cat", "mode": "sandbox"})
+    assert not out.is_error and out.content == "42\n"
+    assert out.details["mode"] == "sandbox" and out.details["isolation"]["ok"]
+
+
+async def test_sandbox_mode_refused_without_profiled_sandbox(call: Any) -> None:
+    out = await call("exec", {"command": "echo hi", "mode": "sandbox"})
+    assert out.is_error and "mode 'sandbox'" in out.content
+
+
+async def test_files_written_by_tools_are_usable_in_the_sandbox(lcall: Any) -> None:
+    out = await lcall("write", {"path": "early.txt", "content": "before first exec\n"})
+    assert not out.is_error
+    out = await lcall("exec", {"command": "echo more >> early.txt", "mode": "sandbox"})
+    assert not out.is_error, out.content
+    out = await lcall("write", {"path": "sub/notes.txt", "content": "one\n"})
+    assert not out.is_error
+    out = await lcall("exec", {"command": "echo two >> sub/notes.txt", "mode": "sandbox"})
+    assert not out.is_error, out.content
+    out = await lcall("read", {"path": "sub/notes.txt"})
+    assert "one" in out.content and "two" in out.content
+
+
+async def test_cancellation_kills_the_sandbox(layered: LayeredSandbox, workspace: Path) -> None:
+    if layered.drop_uid is None:
+        pytest.skip("needs a dedicated sandbox uid to find leftovers")
+    task = asyncio.create_task(
+        layered.run(["sleep", "60"], cwd=workspace, timeout_s=30, output_cap=100)
+    )
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(40):
+        if not _uid_processes(layered.drop_uid):
+            break
+        await asyncio.sleep(0.1)
+    assert _uid_processes(layered.drop_uid) == []
+
+
+def _uid_processes(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    pids.append(int(entry))
+    return pids

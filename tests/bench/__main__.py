@@ -1,0 +1,93 @@
+"""``python -m tests.bench [--quick] [--profile] [--out bench-results]`` (``make bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tests.bench import load, procs, report
+from tests.bench.run import Plan, bench_profile, bench_stack
+
+
+def _say(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # unwinds through every finally: stacks and the fake are stopped
+
+
+def run(plan: Plan, out_dir: Path, with_profile: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "schema": 1,
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": report.machine(),
+        "git": report.git_state(),
+        "config": {
+            "quick": plan.quick,
+            "sequential_turns": plan.sequential_turns,
+            "growth_turns": plan.growth_turns,
+            "turns_per_session": plan.turns_per_session,
+            "levels": [{"concurrent_sessions": c, "sessions": s} for c, s in plan.levels],
+            "replicas": list(plan.replicas),
+            "model": "fake (tests.fakes.llm, tool_then_text, OpenAI wire format, own process)",
+            "turn": "POST /v1/chat/completions, non-streaming, one tool call then text",
+        },
+        "stacks": {},
+    }
+    _say("starting the fake model")
+    fake = procs.start_fake_model("tool_then_text")
+    try:
+        model = load.model_floor(fake.openai_base_url, plan.model_pairs)
+        results["model_floor_ms"] = model
+        _say(f"fake model, two calls per turn: p50 {model['p50']:.2f} ms")
+        for replicas in plan.replicas:
+            stack = bench_stack(
+                plan, fake, replicas, model["p50"], _say, with_floors=not results.get("floors")
+            )
+            if "floors" in stack:
+                results["floors"] = stack.pop("floors")
+            results["stacks"][f"agent={replicas}"] = stack
+        if with_profile:
+            results["profile"] = bench_profile(plan, fake, _say)
+    finally:
+        fake.stop()
+    results["bench_wall_s"] = round(time.monotonic() - started, 1)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench",
+        description="Benchmark the embedded stack with an instant fake model (issue 3).",
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer turns: under a minute")
+    parser.add_argument(
+        "--profile", action="store_true", help="also run a traced stack: where a turn's time goes"
+    )
+    parser.add_argument("--out", default="bench-results", help="output dir (default: %(default)s)")
+    args = parser.parse_args(argv)
+    plan = Plan.short() if args.quick else Plan.full()
+    out_dir = Path(args.out)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
+    try:
+        results = run(plan, out_dir, args.profile)
+    except KeyboardInterrupt:
+        _say("interrupted; everything it started is stopped, no results written")
+        return 130
+    json_path, md_path = report.write(results, out_dir)
+    print("\n".join(report.markdown(results)))
+    _say(f"wrote {json_path} and {md_path} in {results['bench_wall_s']:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

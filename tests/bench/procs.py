@@ -1,0 +1,205 @@
+"""The processes a benchmark run starts: the fake model and `switchboard up` stacks.
+
+Everything started here is stopped by the matching ``stop`` (call it in a ``finally``), by pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from switchboard.embedded import free_port
+
+from tests.support.stack import Stack, start_stack, stop_stack
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class FakeModel:
+    """``python -m tests.fakes.llm`` in its own process (its own GIL)."""
+
+    proc: subprocess.Popen[str]
+    port: int
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_fake_model(script: str = "tool_then_text", timeout: float = 20.0) -> FakeModel:
+    port = free_port()
+    argv = [sys.executable, "-m", "tests.fakes.llm", "--port", str(port), "--script", script]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # Ctrl-C reaches us; we stop it in order
+    )
+    fake = FakeModel(proc, port)
+    announced = threading.Event()
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if len(lines) < 200:
+                lines.append(line)
+            if "fake LLM" in line:
+                announced.set()
+
+    threading.Thread(target=pump, name="fake-llm-output", daemon=True).start()
+    try:
+        if not announced.wait(timeout):
+            raise RuntimeError(f"fake LLM did not start:\n{''.join(lines)}")
+    except BaseException:
+        fake.stop()
+        raise
+    return fake
+
+
+def launch_stack(
+    home: Path, fake: FakeModel, args: Sequence[str] = (), extra_env: dict[str, str] | None = None
+) -> Stack:
+    """`switchboard up` against the fake model; on any failure or Ctrl-C nothing stays running."""
+    env = {
+        "OPENAI_API_KEY": "bench-key",
+        "OPENAI_BASE_URL": fake.openai_base_url,
+        **(extra_env or {}),
+    }
+    try:
+        stack = start_stack(home, env, timeout=90.0, args=args)
+    except BaseException:
+        _stop_launchers(home)
+        raise
+    return stack
+
+
+def shutdown_stack(stack: Stack) -> list[int]:
+    """Stop like Ctrl-C; SIGKILL (by pid) whatever of ours is still alive after that."""
+    alive = stop_stack(stack)
+    for pid in alive:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    return alive
+
+
+def _stop_launchers(home: Path) -> None:
+    """A `switchboard up` of ``home`` that we started but got no Stack for (start interrupted)."""
+    mine = psutil.Process().children(recursive=False)
+    for proc in mine:
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.cmdline()
+            if "up" in cmdline and str(home) in cmdline:
+                family = [proc, *proc.children(recursive=True)]
+                proc.send_signal(signal.SIGINT)
+                _, alive = psutil.wait_procs([proc], timeout=30)
+                for p in [*alive, *family]:
+                    with contextlib.suppress(psutil.Error):
+                        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                            p.kill()
+
+
+# --------------------------------------------------------------------------- introspection
+
+
+def service_env(stack: Stack, instance: str, name: str) -> str:
+    """An environment variable of a running service process (e.g. gateway-0's SB_NATS_URL)."""
+    pid = stack.pids()[instance]
+    value = psutil.Process(pid).environ().get(name, "")
+    if not value:
+        raise RuntimeError(f"{instance} (pid {pid}) has no {name} in its environment")
+    return value
+
+
+def _family(name: str, pid: int) -> list[psutil.Process]:
+    """The process and its children; only itself for the launcher (the parent of everything)
+    and for this benchmark process."""
+    proc = psutil.Process(pid)
+    if name in ("launcher", "bench-client"):
+        return [proc]
+    return [proc, *proc.children(recursive=True)]
+
+
+def rss_mb(stack: Stack) -> dict[str, dict[str, float]]:
+    """Per pid file: RSS and USS (MiB) of the process plus its children (postgres: postmaster
+    and backends; RSS sums count shared memory once per process, USS does not)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, pid in sorted(stack.pids().items()):
+        rss = uss = 0
+        procs = 0
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for proc in _family(name, pid):
+                with contextlib.suppress(psutil.Error):
+                    info = proc.memory_full_info()
+                    rss += info.rss
+                    uss += info.uss
+                    procs += 1
+        out[name] = {
+            "rss_mb": round(rss / 2**20, 1),
+            "uss_mb": round(uss / 2**20, 1),
+            "procs": procs,
+        }
+    return out
+
+
+class CpuMeter:
+    """CPU seconds (user+system) used by each stack process (with children) over an interval,
+    plus this benchmark process, the fake model, and everything else on the machine (other
+    programs compete for the same cores and make the figures worse)."""
+
+    def __init__(self, stack: Stack, fake: FakeModel) -> None:
+        self.pids = {**stack.pids(), "fake-llm": fake.proc.pid, "bench-client": os.getpid()}
+        self.start_cpu = self._sample()
+        self.start_busy = _machine_busy_s()
+        self.start_wall = time.monotonic()
+
+    def _sample(self) -> dict[str, float]:
+        sample: dict[str, float] = {}
+        for name, pid in self.pids.items():
+            total = 0.0
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for proc in _family(name, pid):
+                    with contextlib.suppress(psutil.Error):
+                        t = proc.cpu_times()
+                        total += t.user + t.system
+            sample[name] = total
+        return sample
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per process since construction, and ``wall_s``."""
+        end = self._sample()
+        used = {k: round(max(0.0, end[k] - self.start_cpu.get(k, 0.0)), 3) for k in end}
+        busy = _machine_busy_s() - self.start_busy
+        used["other processes"] = round(max(0.0, busy - sum(used.values())), 3)
+        used["wall_s"] = round(time.monotonic() - self.start_wall, 3)
+        return used
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all cores spent busy since boot."""
+    t = psutil.cpu_times()
+    return float(t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))

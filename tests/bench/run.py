@@ -1,0 +1,188 @@
+"""The phases of a benchmark run, one stack at a time; every stack is stopped in a ``finally``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.bench import floors, load, procs, profile
+from tests.bench.stats import Summary, shifted, summarize
+from tests.support.otlp import OtlpReceiver
+from tests.support.stack import Stack
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    sequential_turns: int  # measured turns, after a warm-up of 5
+    model_pairs: int  # direct calls to the fake model (pairs of two)
+    floor_n: int  # operations per floor
+    growth_turns: int  # turns in one session, to see the transcript's cost
+    turns_per_session: int  # throughput runs: every session sends this many turns
+    levels: tuple[tuple[int, int], ...]  # throughput runs: (concurrent sessions, sessions)
+    level_cap_s: float  # time cap per throughput run
+    replicas: tuple[int, ...] = (1, 2)
+    profile_turns: int = 100
+    warm_start: bool = True  # start the 1-agent home a second time (ready_s without initdb)
+
+    @classmethod
+    def full(cls) -> Plan:
+        levels = ((1, 6), (10, 30), (100, 100))
+        return cls(False, 200, 200, 1000, 30, 8, levels, 120.0)
+
+    @classmethod
+    def short(cls) -> Plan:
+        levels = ((1, 4), (10, 10), (100, 100))
+        return cls(True, 40, 40, 200, 8, 2, levels, 30.0, profile_turns=30, warm_start=False)
+
+
+Say = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def fresh_home() -> Any:
+    """A short temp dir for SB_HOME (PostgreSQL's unix socket path must stay short)."""
+    path = Path(tempfile.mkdtemp(prefix="sb-bench-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop(stack: Stack, into: dict[str, Any]) -> None:
+    start = time.monotonic()
+    left = procs.shutdown_stack(stack)
+    into["stop_s"] = round(time.monotonic() - start, 2)
+    if left:
+        into["killed_after_stop"] = left
+
+
+def _restarts(before: dict[str, int], after: dict[str, int]) -> dict[str, str]:
+    """Processes whose pid changed (restarted) or vanished during the run."""
+    changed = {}
+    for name, pid in before.items():
+        if name not in after:
+            changed[name] = "gone"
+        elif after[name] != pid:
+            changed[name] = "restarted"
+    return changed
+
+
+def bench_stack(
+    plan: Plan, fake: procs.FakeModel, replicas: int, model_ms: float, say: Say, with_floors: bool
+) -> dict[str, Any]:
+    """Everything measured on one `switchboard up --scale agent=N`."""
+    out: dict[str, Any] = {"args": ["--scale", f"agent={replicas}"]}
+    name = f"agent={replicas}"
+    with fresh_home() as home:
+        say(f"[{name}] starting the stack")
+        stack = procs.launch_stack(home, fake, out["args"])
+        try:
+            out["ready_s"] = round(stack.ready_s, 2)
+            pids = stack.pids()
+            say(f"[{name}] ready in {stack.ready_s:.1f}s: {sorted(pids)}")
+            if with_floors:
+                say(f"[{name}] floors: NATS, JetStream, PostgreSQL, HTTP")
+                out["floors"] = floors.measure_floors(
+                    procs.service_env(stack, "gateway-0", "SB_NATS_URL"),
+                    procs.service_env(stack, "agent-0", "SB_DATABASE_URL"),
+                    stack.url,
+                    plan.floor_n,
+                )
+            say(f"[{name}] {plan.sequential_turns} sequential turns")
+            tag = f"a{replicas}"
+            out["throughput"], out["cpu_s"] = {}, {}
+            meter = procs.CpuMeter(stack, fake)
+            seq = load.sequential_turns(stack, plan.sequential_turns, tag=tag)
+            out["cpu_s"]["sequential"] = meter.stop()
+            turn: Summary = summarize(seq.ok_ms)
+            out["turn_overhead_ms"] = turn
+            out["platform_overhead_ms"] = shifted(turn, model_ms)
+            out["sequential_errors"] = seq.errors
+            say(f"[{name}]   p50 {turn['p50']:.1f} ms, p99 {turn['p99']:.1f} ms, {seq.errors}")
+            out["session_growth"] = growth = load.session_growth(stack, plan.growth_turns, tag)
+            say(f"[{name}]   one session: +{growth['ms_per_earlier_turn']:.2f} ms per earlier turn")
+            turns = plan.turns_per_session
+            for concurrency, sessions in plan.levels:
+                meter = procs.CpuMeter(stack, fake)
+                run = asyncio.run(
+                    load.concurrent_turns(
+                        stack, concurrency, turns, sessions, tag, plan.level_cap_s
+                    )
+                )
+                out["cpu_s"][str(concurrency)] = meter.stop()
+                asyncio.run(load.verify(stack, run))
+                out["throughput"][str(concurrency)] = run.as_dict()
+                say(
+                    f"[{name}] {concurrency} at once, {sessions} sessions x {turns}: "
+                    f"{run.turns_per_s:.1f} turns/s, errors {run.errors}, "
+                    f"transcripts {run.history}"
+                )
+            out["rss_mb"] = procs.rss_mb(stack)
+            out["restarts"] = _restarts(pids, stack.pids())
+        finally:
+            _stop(stack, out)
+        if (
+            replicas == 1 and plan.warm_start
+        ):  # a second start of the same home: no initdb, warm caches
+            warm = procs.launch_stack(home, fake, out["args"])
+            try:
+                out["ready_s_warm"] = round(warm.ready_s, 2)
+            finally:
+                procs.shutdown_stack(warm)
+    return out
+
+
+def _settled(receiver: OtlpReceiver, cap_s: float = 10.0) -> list[Any]:
+    """The spans once no new ones arrived for a second (exports are batched)."""
+    deadline = time.monotonic() + cap_s
+    count = -1
+    while time.monotonic() < deadline:
+        spans = receiver.spans()
+        if len(spans) == count:
+            return spans
+        count = len(spans)
+        time.sleep(1.0)
+    return receiver.spans()
+
+
+def bench_profile(plan: Plan, fake: procs.FakeModel, say: Say) -> dict[str, Any]:
+    """A separate 1-agent stack exporting spans: sequential turns, then 100 sessions at once."""
+    out: dict[str, Any] = {}
+    with OtlpReceiver() as receiver, fresh_home() as home:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        say("[profile] starting a traced stack")
+        stack = procs.launch_stack(home, fake, (), extra_env=env)
+        try:
+            load.sequential_turns(stack, plan.profile_turns, tag="prof", warmup=5)
+            before = _settled(receiver)
+            out["sequential"] = profile.breakdown(_after_warmup(before, 5))
+            concurrency, sessions = plan.levels[-1]
+            turns = plan.turns_per_session
+            say(f"[profile] {concurrency} at once, {sessions} sessions x {turns}")
+            asyncio.run(
+                load.concurrent_turns(stack, concurrency, turns, sessions, "prof", plan.level_cap_s)
+            )
+            seen = {s.trace_id for s in before}
+            burst = [s for s in _settled(receiver) if s.trace_id not in seen]
+            out[f"{concurrency} sessions at once"] = profile.breakdown(burst)
+        finally:
+            procs.shutdown_stack(stack)
+    return out
+
+
+def _after_warmup(spans: Sequence[Any], warmup: int) -> list[Any]:
+    """Drop the traces of the first ``warmup`` turns (by the gateway span's start)."""
+    roots = sorted(
+        (s for s in spans if s.name == "gateway.receive" and not s.parent_id),
+        key=lambda s: s.start_ns,
+    )
+    dropped = {s.trace_id for s in roots[:warmup]}
+    return [s for s in spans if s.trace_id not in dropped]
