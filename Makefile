@@ -11,6 +11,9 @@ PACKAGES := -e libs/switchboard -e services/gateway -e services/router -e servic
 install: $(STAMP)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } \
+	  || echo "note: bubblewrap is not installed; the tool executor runs without namespaces"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat $(PACKAGES)

@@ -11,7 +11,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import load, procs, report
+from tests.bench import floors, procs, report
+from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
 
@@ -23,7 +24,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # unwinds through every finally: stacks and the fake are stopped
 
 
-def run(plan: Plan, out_dir: Path, with_profile: bool) -> dict[str, Any]:
+def run(plan: Plan, with_profile: bool) -> dict[str, Any]:
     started = time.monotonic()
     results: dict[str, Any] = {
         "schema": 1,
@@ -45,7 +46,7 @@ def run(plan: Plan, out_dir: Path, with_profile: bool) -> dict[str, Any]:
     _say("starting the fake model")
     fake = procs.start_fake_model("tool_then_text")
     try:
-        model = load.model_floor(fake.openai_base_url, plan.model_pairs)
+        model = floors.model_floor(fake.openai_base_url, plan.model_pairs)
         results["model_floor_ms"] = model
         _say(f"fake model, two calls per turn: p50 {model['p50']:.2f} ms")
         for replicas in plan.replicas:
@@ -79,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     try:
-        results = run(plan, out_dir, args.profile)
+        results = run(plan, args.profile)
     except KeyboardInterrupt:
         _say("interrupted; everything it started is stopped, no results written")
         return 130
     json_path, md_path = report.write(results, out_dir)
-    print("\n".join(report.markdown(results)))
+    print("\n".join(render(results)))
     _say(f"wrote {json_path} and {md_path} in {results['bench_wall_s']:.0f}s")
     return 0
 

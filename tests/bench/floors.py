@@ -1,5 +1,6 @@
 """The machine's floors, measured against the stack's own servers in the same run: a NATS
-request/reply, a JetStream publish ack, an asyncpg INSERT (commit), a local HTTP request."""
+request/reply, a JetStream publish ack, an asyncpg INSERT (commit), a local HTTP request; and
+the fake model's own time for a turn's two calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import httpx
@@ -132,3 +134,42 @@ def measure_floors(
     result = asyncio.run(both())
     result["http_healthz_ms"] = http_floor(http_url, n)
     return result
+
+
+def model_floor(base_url: str, n: int, system_chars: int = 6000) -> Summary:
+    """The fake model's time for one turn's two calls (tool call, then text), streamed as the
+    agent asks for them, over a persistent client without any SDK; per pair in ms."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_time",
+                "description": "Current time in a timezone.",
+                "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+            },
+        }
+    ]
+    first: list[dict[str, Any]] = [
+        {"role": "system", "content": "x" * system_chars},
+        {"role": "user", "content": "turn"},
+    ]
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+    second = [
+        *first,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "2026-01-01T00:00:00+00:00"},
+    ]
+    common = {"model": "gpt-4o-mini", "tools": tools, "stream": True, "max_tokens": 4096}
+    common["stream_options"] = {"include_usage": True}
+    pairs: list[float] = []
+    headers = {"Authorization": "Bearer bench-key"}
+    with httpx.Client(base_url=base_url, headers=headers, timeout=10.0, trust_env=False) as client:
+        for i in range(n + 3):
+            start = time.perf_counter()
+            for messages in (first, second):
+                resp = client.post("/chat/completions", json={**common, "messages": messages})
+                if resp.status_code != 200 or "[DONE]" not in resp.text:
+                    raise RuntimeError(f"fake model answered {resp.status_code}: {resp.text[:200]}")
+            if i >= 3:
+                pairs.append((time.perf_counter() - start) * 1000)
+    return summarize(pairs)

@@ -1,5 +1,5 @@
-"""Turns through the OpenAI-compatible API: sequential latency, concurrent throughput, and the
-fake model's own time for the same two model calls (called directly, no SDK)."""
+"""Turns through the OpenAI-compatible API: sequential latency, one growing session, concurrent
+throughput, and a check of every session's transcript."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.bench.stats import Summary, summarize
+from tests.bench.stats import summarize
 from tests.support.stack import Stack
 
 AGENT = "main"  # the gateway's default agent: model "switchboard" talks to it
@@ -107,7 +107,8 @@ def session_growth(stack: Stack, n: int, tag: str, time_cap_s: float = 60.0) -> 
             except httpx.HTTPError as exc:
                 error = type(exc).__name__
             ms.append((time.perf_counter() - start) * 1000 if not error else math.nan)
-            errors[error] += bool(error)
+            if error:
+                errors[error] += 1
     points = [(x, y) for x, y in enumerate(ms) if not math.isnan(y)]
     slope = math.nan
     if len(points) >= 2:
@@ -116,54 +117,15 @@ def session_growth(stack: Stack, n: int, tag: str, time_cap_s: float = 60.0) -> 
         slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
             (x - mean_x) ** 2 for x, _ in points
         )
-    k = max(1, n // 6)
+    edge = max(1, n // 6)  # how many turns make "the first" and "the last" ones
     return {
-        "turns": n,
-        "first_turns_p50_ms": summarize([v for v in ms[:k] if not math.isnan(v)])["p50"],
-        "last_turns_p50_ms": summarize([v for v in ms[-k:] if not math.isnan(v)])["p50"],
+        "turns": len(ms),
+        "first_turns_p50_ms": summarize([v for v in ms[:edge] if not math.isnan(v)])["p50"],
+        "last_turns_p50_ms": summarize([v for v in ms[-edge:] if not math.isnan(v)])["p50"],
         "ms_per_earlier_turn": round(slope, 3),
         "latency_ms": [round(v, 1) for v in ms],
-        "errors": {k: v for k, v in errors.items() if v},
+        "errors": dict(errors),
     }
-
-
-def model_floor(base_url: str, n: int, system_chars: int = 6000) -> Summary:
-    """The fake model's time for one turn's two calls (tool call, then text), streamed as the
-    agent asks for them, over a persistent client without any SDK; per pair in ms."""
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "get_time",
-                "description": "Current time in a timezone.",
-                "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
-            },
-        }
-    ]
-    first: list[dict[str, Any]] = [
-        {"role": "system", "content": "x" * system_chars},
-        {"role": "user", "content": "turn"},
-    ]
-    call = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
-    second = [
-        *first,
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "2026-01-01T00:00:00+00:00"},
-    ]
-    common = {"model": "gpt-4o-mini", "tools": tools, "stream": True, "max_tokens": 4096}
-    common["stream_options"] = {"include_usage": True}
-    pairs: list[float] = []
-    headers = {"Authorization": "Bearer bench-key"}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=10.0, trust_env=False) as client:
-        for i in range(n + 3):
-            start = time.perf_counter()
-            for messages in (first, second):
-                resp = client.post("/chat/completions", json={**common, "messages": messages})
-                if resp.status_code != 200 or "[DONE]" not in resp.text:
-                    raise RuntimeError(f"fake model answered {resp.status_code}: {resp.text[:200]}")
-            if i >= 3:
-                pairs.append((time.perf_counter() - start) * 1000)
-    return summarize(pairs)
 
 
 # --------------------------------------------------------------------------- concurrent
@@ -178,7 +140,9 @@ class Throughput:
     wall_s: float
     unfinished: int
     users: list[str] = field(default_factory=list)
-    history: dict[str, int] = field(default_factory=dict)
+    history: dict[str, int] = field(default_factory=dict)  # after a grace period if needed
+    history_at_end: dict[str, int] = field(default_factory=dict)  # right after the last reply
+    settled_s: float = 0.0  # how long after the run the transcripts became exact
 
     @property
     def ok(self) -> int:
@@ -207,6 +171,8 @@ class Throughput:
             "latency_ms": summarize([t.ms for t in self.turns if t.ok]),
             "errors": self.errors,
             "history_check": self.history,
+            "history_check_at_end": self.history_at_end,
+            "history_settled_s": round(self.settled_s, 1),
         }
 
 
@@ -251,12 +217,21 @@ async def concurrent_turns(
     return Throughput(concurrency, sessions, turns_per_session, results, wall, unfinished, users)
 
 
-async def verify(stack: Stack, run: Throughput) -> None:
-    """Fill ``run.history`` from the sessions' transcripts (after the run, not timed)."""
+async def verify(stack: Stack, run: Throughput, grace_s: float = 15.0) -> None:
+    """Fill ``run.history`` from the sessions' transcripts (after the run, not timed); when
+    some are not exact, look again for up to ``grace_s`` to tell late replies from lost ones."""
     async with httpx.AsyncClient(
         base_url=stack.url, headers=_auth(stack), timeout=10.0, trust_env=False
     ) as client:
-        run.history = await check_histories(client, run.users, run.turns_per_session)
+        start = time.monotonic()
+        run.history = run.history_at_end = await check_histories(
+            client, run.users, run.turns_per_session
+        )
+        while set(run.history) != {EXACT} and time.monotonic() - start < grace_s:
+            await asyncio.sleep(1.0)
+            run.history = await check_histories(client, run.users, run.turns_per_session)
+        if run.history != run.history_at_end:
+            run.settled_s = time.monotonic() - start
 
 
 async def check_histories(

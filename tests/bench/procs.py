@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from switchboard.embedded import free_port
 
+from switchboard.embedded import free_port
 from tests.support.stack import Stack, start_stack, stop_stack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,3 +203,16 @@ def _machine_busy_s() -> float:
     """CPU seconds all cores spent busy since boot."""
     t = psutil.cpu_times()
     return float(t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+
+
+def wait_for_quiet(max_wait_s: float, busy_cores: float = 0.25) -> dict[str, float]:
+    """Before a stack starts (nothing of ours busy): wait, at most ``max_wait_s``, until other
+    programs keep fewer than ``busy_cores`` cores busy over a second; what was seen."""
+    start = time.monotonic()
+    while True:
+        before = _machine_busy_s()
+        time.sleep(1.0)
+        busy = _machine_busy_s() - before
+        waited = time.monotonic() - start
+        if busy < busy_cores or waited >= max_wait_s:
+            return {"busy_cores": round(busy, 2), "waited_s": round(waited, 1)}

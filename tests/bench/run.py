@@ -7,7 +7,7 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,23 +31,43 @@ class Plan:
     replicas: tuple[int, ...] = (1, 2)
     profile_turns: int = 100
     warm_start: bool = True  # start the 1-agent home a second time (ready_s without initdb)
+    quiet_wait_s: float = 60.0  # before each stack: wait this long at most for a quiet machine
 
     @classmethod
     def full(cls) -> Plan:
-        levels = ((1, 6), (10, 30), (100, 100))
-        return cls(False, 200, 200, 1000, 30, 8, levels, 120.0)
+        return cls(
+            quick=False,
+            sequential_turns=200,
+            model_pairs=200,
+            floor_n=1000,
+            growth_turns=30,
+            turns_per_session=8,
+            levels=((1, 6), (10, 30), (100, 100)),
+            level_cap_s=120.0,
+        )
 
     @classmethod
     def short(cls) -> Plan:
-        levels = ((1, 4), (10, 10), (100, 100))
-        return cls(True, 40, 40, 200, 8, 2, levels, 30.0, profile_turns=30, warm_start=False)
+        return cls(
+            quick=True,
+            sequential_turns=40,
+            model_pairs=40,
+            floor_n=200,
+            growth_turns=8,
+            turns_per_session=2,
+            levels=((1, 4), (10, 10), (100, 100)),
+            level_cap_s=30.0,
+            profile_turns=30,
+            warm_start=False,
+            quiet_wait_s=5.0,
+        )
 
 
 Say = Callable[[str], None]
 
 
 @contextlib.contextmanager
-def fresh_home() -> Any:
+def fresh_home() -> Iterator[Path]:
     """A short temp dir for SB_HOME (PostgreSQL's unix socket path must stay short)."""
     path = Path(tempfile.mkdtemp(prefix="sb-bench-"))
     try:
@@ -79,9 +99,12 @@ def bench_stack(
     plan: Plan, fake: procs.FakeModel, replicas: int, model_ms: float, say: Say, with_floors: bool
 ) -> dict[str, Any]:
     """Everything measured on one `switchboard up --scale agent=N`."""
-    out: dict[str, Any] = {"args": ["--scale", f"agent={replicas}"]}
+    out: dict[str, Any] = {"args": ["--scale", f"agent={replicas}"], "cpu_s": {}}
     name = f"agent={replicas}"
     with fresh_home() as home:
+        out["quiet_check"] = quiet = procs.wait_for_quiet(plan.quiet_wait_s)
+        if quiet["busy_cores"] >= 0.25:
+            say(f"[{name}] other programs keep {quiet['busy_cores']} cores busy; going on anyway")
         say(f"[{name}] starting the stack")
         stack = procs.launch_stack(home, fake, out["args"])
         try:
@@ -96,48 +119,62 @@ def bench_stack(
                     stack.url,
                     plan.floor_n,
                 )
-            say(f"[{name}] {plan.sequential_turns} sequential turns")
-            tag = f"a{replicas}"
-            out["throughput"], out["cpu_s"] = {}, {}
-            meter = procs.CpuMeter(stack, fake)
-            seq = load.sequential_turns(stack, plan.sequential_turns, tag=tag)
-            out["cpu_s"]["sequential"] = meter.stop()
-            turn: Summary = summarize(seq.ok_ms)
-            out["turn_overhead_ms"] = turn
-            out["platform_overhead_ms"] = shifted(turn, model_ms)
-            out["sequential_errors"] = seq.errors
-            say(f"[{name}]   p50 {turn['p50']:.1f} ms, p99 {turn['p99']:.1f} ms, {seq.errors}")
-            out["session_growth"] = growth = load.session_growth(stack, plan.growth_turns, tag)
-            say(f"[{name}]   one session: +{growth['ms_per_earlier_turn']:.2f} ms per earlier turn")
-            turns = plan.turns_per_session
-            for concurrency, sessions in plan.levels:
-                meter = procs.CpuMeter(stack, fake)
-                run = asyncio.run(
-                    load.concurrent_turns(
-                        stack, concurrency, turns, sessions, tag, plan.level_cap_s
-                    )
-                )
-                out["cpu_s"][str(concurrency)] = meter.stop()
-                asyncio.run(load.verify(stack, run))
-                out["throughput"][str(concurrency)] = run.as_dict()
-                say(
-                    f"[{name}] {concurrency} at once, {sessions} sessions x {turns}: "
-                    f"{run.turns_per_s:.1f} turns/s, errors {run.errors}, "
-                    f"transcripts {run.history}"
-                )
+            _sequential(plan, stack, fake, f"a{replicas}", model_ms, out, say)
+            _throughput(plan, stack, fake, f"a{replicas}", out, say)
             out["rss_mb"] = procs.rss_mb(stack)
             out["restarts"] = _restarts(pids, stack.pids())
         finally:
             _stop(stack, out)
-        if (
-            replicas == 1 and plan.warm_start
-        ):  # a second start of the same home: no initdb, warm caches
+        if replicas == 1 and plan.warm_start:  # the same home again: no initdb, warm caches
             warm = procs.launch_stack(home, fake, out["args"])
             try:
                 out["ready_s_warm"] = round(warm.ready_s, 2)
             finally:
                 procs.shutdown_stack(warm)
     return out
+
+
+def _sequential(
+    plan: Plan,
+    stack: Stack,
+    fake: procs.FakeModel,
+    tag: str,
+    model_ms: float,
+    out: dict[str, Any],
+    say: Say,
+) -> None:
+    """Turn latency one turn at a time (fresh sessions), then one session growing."""
+    say(f"[{tag}] {plan.sequential_turns} sequential turns")
+    meter = procs.CpuMeter(stack, fake)
+    seq = load.sequential_turns(stack, plan.sequential_turns, tag=tag)
+    out["cpu_s"]["sequential"] = meter.stop()
+    turn: Summary = summarize(seq.ok_ms)
+    out["turn_overhead_ms"] = turn
+    out["platform_overhead_ms"] = shifted(turn, model_ms)
+    out["sequential_errors"] = seq.errors
+    say(f"[{tag}]   p50 {turn['p50']:.1f} ms, p99 {turn['p99']:.1f} ms, errors {seq.errors}")
+    out["session_growth"] = growth = load.session_growth(stack, plan.growth_turns, tag)
+    say(f"[{tag}]   one session: +{growth['ms_per_earlier_turn']:.2f} ms per earlier turn")
+
+
+def _throughput(
+    plan: Plan, stack: Stack, fake: procs.FakeModel, tag: str, out: dict[str, Any], say: Say
+) -> None:
+    """Every concurrency level, with the CPU each process used and a transcript check."""
+    out["throughput"] = {}
+    turns = plan.turns_per_session
+    for concurrency, sessions in plan.levels:
+        meter = procs.CpuMeter(stack, fake)
+        run = asyncio.run(
+            load.concurrent_turns(stack, concurrency, turns, sessions, tag, plan.level_cap_s)
+        )
+        out["cpu_s"][str(concurrency)] = meter.stop()
+        asyncio.run(load.verify(stack, run))
+        out["throughput"][str(concurrency)] = run.as_dict()
+        say(
+            f"[{tag}] {concurrency} at once, {sessions} sessions x {turns}: "
+            f"{run.turns_per_s:.1f} turns/s, errors {run.errors}, transcripts {run.history}"
+        )
 
 
 def _settled(receiver: OtlpReceiver, cap_s: float = 10.0) -> list[Any]:
@@ -158,6 +195,7 @@ def bench_profile(plan: Plan, fake: procs.FakeModel, say: Say) -> dict[str, Any]
     out: dict[str, Any] = {}
     with OtlpReceiver() as receiver, fresh_home() as home:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        out["quiet_check"] = procs.wait_for_quiet(plan.quiet_wait_s)
         say("[profile] starting a traced stack")
         stack = procs.launch_stack(home, fake, (), extra_env=env)
         try:

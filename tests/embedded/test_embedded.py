@@ -26,6 +26,7 @@ import nats
 import psutil
 import pytest
 from nats.js.api import StorageType
+
 from switchboard.cli.home import Home, HomeError, claim, gateway_token, reap_stale, write_pid
 from switchboard.cli.main import main
 from switchboard.cli.up import Backoff, Launcher, ServiceSpec, parse_scale, port_is_free

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
 from switchboard.embedded import NatsServer, Postgres, create_database, drop_database
 
 T = TypeVar("T")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
 from switchboard.embedded import free_port
 
 MODEL_VARS = (

@@ -46,5 +46,5 @@ def setup_logging(service: str, level: str = "INFO", json_lines: bool = True) ->
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "nats", "uvicorn.access"):
+    for noisy in ("httpx", "httpx2", "httpcore", "nats", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -106,6 +106,7 @@ class ServiceRuntime:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
+        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
 
     async def wait_stopped(self) -> None:
         await self.stopping.wait()
@@ -121,3 +122,11 @@ async def service_ready(
     except Exception:
         return False
     return bool(json.loads(reply.data).get("ready"))
+
+
+def dump_tasks() -> None:
+    """SIGUSR1: log where every asyncio task of this process is waiting (for stuck-run triage)."""
+    for task in asyncio.all_tasks():
+        frames = task.get_stack(limit=12)
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+        log.warning("task %s at %s", task.get_name(), where)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import nats
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+
 from switchboard import bus
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2

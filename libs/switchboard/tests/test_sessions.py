@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import session_key_from_token, session_token, validate_session_key
 

@@ -6,6 +6,7 @@ import asyncio
 
 import asyncpg
 import pytest
+
 from switchboard.errors import ConfigError
 from switchboard.store import Migration, create_pool, migrate
 

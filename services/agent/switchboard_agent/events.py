@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from nats.aio.client import Client as NATS
+
 from switchboard import bus
 from switchboard.v1 import messages_pb2
 

@@ -17,6 +17,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
+
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
@@ -66,6 +67,7 @@ class LaneManager:
         default_mode: str,
         collect_debounce_s: float,
         nak_delay_s: float = 0.5,
+        nak_delay_max_s: float = 5.0,
         keepalive_s: float = 5.0,
     ) -> None:
         self.nc = nc
@@ -76,6 +78,8 @@ class LaneManager:
         self.default_mode = default_mode
         self.collect_debounce_s = collect_debounce_s
         self.nak_delay_s = nak_delay_s
+        self.nak_delay_max_s = nak_delay_max_s
+        self.owned: set[str] = set()
         self.keepalive_s = keepalive_s
 
     async def handle(self, msg: Msg) -> None:
@@ -91,24 +95,38 @@ class LaneManager:
         if meta.num_delivered > 1:
             REDELIVERIES.inc()
         key = item.session_key
+        if key in self.owned:  # this replica is working through that lane right now
+            await msg.nak(delay=self._nak_delay(meta.num_delivered))
+            return
         token = session_token(key)
+        if meta.sequence.stream <= (await self.store.lane_state(key)).cursor:
+            await msg.ack()
+            return
         while True:
-            if meta.sequence.stream <= (await self.store.lane_state(key)).cursor:
-                await msg.ack()
-                return
             lease = await self.leases.acquire(token)
             if lease is None:
-                await msg.nak(delay=self.nak_delay_s)
+                await msg.nak(delay=self._nak_delay(meta.num_delivered))
                 return
             keepalive = asyncio.create_task(self._keepalive(msg))
+            self.owned.add(key)
             ACTIVE_LANES.inc()
             try:
                 await self._own(key, msg.subject, lease)
             finally:
+                self.owned.discard(key)
                 keepalive.cancel()
                 ACTIVE_LANES.dec()
                 await lease.release()
-            # Checked once more after the release: loop while this item is still uncovered.
+            # Once more after the release: an item may have arrived after the last read.
+            cursor = (await self.store.lane_state(key)).cursor
+            if not await self.reader.pending(msg.subject, cursor, limit=1):
+                await msg.ack()
+                return
+
+    def _nak_delay(self, deliveries: int) -> float:
+        """The owner reads the stream itself; a NAKed delivery only has to come back to be
+        acknowledged, or to take over if the owner died, so later retries wait longer."""
+        return min(self.nak_delay_s * deliveries, self.nak_delay_max_s)
 
     async def _keepalive(self, msg: Msg) -> None:
         while True:

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 
-from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from .metrics import LEASES
@@ -25,11 +25,16 @@ class Lease:
         self.revision = revision
         self.ttl_s = ttl_s
         self.lost = asyncio.Event()
+        self._stopped = False
         self._task = asyncio.create_task(self._renew_forever())
 
     async def _renew_forever(self) -> None:
-        while True:
+        # The flag, not only cancel(): on Python 3.11 a cancel that lands while a NATS request
+        # completes can be swallowed (asyncio.wait_for), and the loop must still end.
+        while not self._stopped:
             await asyncio.sleep(self.ttl_s / 3)
+            if self._stopped:
+                return
             try:
                 self.revision = await self.kv.update(self.key, self.owner, last=self.revision)
             except KeyWrongLastSequenceError:
@@ -41,7 +46,10 @@ class Lease:
                 log.warning("lane lease renewal failed (%s)", type(exc).__name__)
 
     async def release(self) -> None:
+        self._stopped = True
         self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task  # renewal has really stopped: self.revision is final
         if self.lost.is_set():
             return
         with contextlib.suppress(Exception):
@@ -59,7 +67,8 @@ class Leases:
         """The lease on ``key``, or None while another owner holds it."""
         try:
             revision = await self.kv.create(key, self.owner)
-        except KeyWrongLastSequenceError:
+        except (KeyWrongLastSequenceError, KeyNotFoundError):
+            # KeyNotFoundError: the holder released it while create() was looking; retry later.
             LEASES.labels("busy").inc()
             return None
         LEASES.labels("taken").inc()

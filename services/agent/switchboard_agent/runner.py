@@ -13,6 +13,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context

@@ -7,6 +7,7 @@ import logging
 import uuid
 
 import asyncpg
+
 from switchboard import bus
 from switchboard.rpc import GrpcServer
 from switchboard.runtime import ServiceRuntime

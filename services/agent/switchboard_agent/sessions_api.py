@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 
 import grpc
+
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc

@@ -15,6 +15,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from switchboard import bus
 from switchboard.v1 import messages_pb2
 

@@ -12,6 +12,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
+
 from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate

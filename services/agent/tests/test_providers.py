@@ -13,6 +13,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+
 from switchboard_agent.providers import (
     NO_MODEL_MESSAGE,
     AnthropicModel,
@@ -33,7 +34,6 @@ from switchboard_agent.providers import (
     resolve_model_config,
     to_openai_messages,
 )
-
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply, text_only, tool_then_text
 
 KEY = "sk-test-key-0123456789abcdef"

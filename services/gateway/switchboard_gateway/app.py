@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from switchboard import rpc
 from switchboard.ops import Readiness, healthz, metrics
 from switchboard.runtime import ServiceRuntime, service_ready

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import Field
+
 from switchboard.settings import CommonSettings
 
 

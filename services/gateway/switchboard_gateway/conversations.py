@@ -8,9 +8,11 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+
 from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
@@ -48,6 +50,10 @@ class ReplyTimeout(Exception):
     """The run did not finish in time."""
 
 
+class BusUnavailable(Exception):
+    """NATS did not take the message (it is down or restarting); nothing was accepted."""
+
+
 class Conversations:
     def __init__(self, nc: NATS, js: JetStreamContext, subjects: bus.Subjects) -> None:
         self.nc = nc
@@ -56,12 +62,15 @@ class Conversations:
 
     async def post(self, out: Outgoing) -> None:
         """Publish durably; the INBOUND stream drops a retransmit with the same id."""
-        await bus.js_publish(
-            self.js,
-            self.subjects.inbound(out.channel),
-            out.to_proto(),
-            msg_id=f"{out.channel}:{out.account}:{out.message_id}",
-        )
+        try:
+            await bus.js_publish(
+                self.js,
+                self.subjects.inbound(out.channel),
+                out.to_proto(),
+                msg_id=f"{out.channel}:{out.account}:{out.message_id}",
+            )
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise BusUnavailable from exc
         INBOUND.labels(out.channel).inc()
 
     async def converse(

@@ -9,6 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .conversations import BusUnavailable
+
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -73,6 +75,11 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code
         )
 
+    async def on_bus_down(_: Request, exc: Exception) -> JSONResponse:
+        message = "The message bus is not available right now; nothing was accepted. Retry shortly."
+        return JSONResponse(error_body(503, message, "bus_unavailable"), status_code=503)
+
+    app.add_exception_handler(BusUnavailable, on_bus_down)
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

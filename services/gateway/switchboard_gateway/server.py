@@ -7,6 +7,7 @@ import logging
 import sys
 
 import uvicorn
+
 from switchboard.ops import EmbeddedServer
 from switchboard.runtime import ServiceRuntime
 

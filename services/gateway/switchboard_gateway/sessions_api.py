@@ -9,6 +9,7 @@ import grpc
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc

@@ -9,6 +9,7 @@ import time
 from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
+
 from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.sessions import session_token
@@ -54,7 +55,7 @@ class Router:
                 session_key=route.session_key,
                 agent=route.agent,
                 message=inbound,
-                queue_mode=self.settings.default_queue_mode,
+                queue_mode=self.settings.channel_queue_modes.get(inbound.channel, ""),
                 enqueued_at_ms=int(time.time() * 1000),
             )
             subject = self.rt.subjects.lane(route.agent, session_token(route.session_key))

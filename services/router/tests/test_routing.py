@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from switchboard.v1 import messages_pb2
 from switchboard_router.routing import RouteError, resolve
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
+
 from switchboard.settings import CommonSettings
 
 

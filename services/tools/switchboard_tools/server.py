@@ -11,6 +11,7 @@ import time
 from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.telemetry import extract_context

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from switchboard_tools.layered import LayeredSandbox
 from switchboard_tools.profile import SandboxProfile
 

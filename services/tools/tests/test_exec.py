@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import ToolContext, ToolOutput
 from switchboard_tools.sandbox import ProcessResult, ProcessSandbox

@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+
 from switchboard_tools.registry import ToolOutput
 from switchboard_tools.tools.list_dir import MAX_ENTRIES
 from switchboard_tools.tools.read import MAX_READ_BYTES

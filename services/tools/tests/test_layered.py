@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.layered import LayeredSandbox
 from switchboard_tools.probe import probe_layers

@@ -7,6 +7,7 @@ import time
 from typing import Any, ClassVar
 
 import pytest
+
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.errors import ArgumentError, ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput, ToolRegistry

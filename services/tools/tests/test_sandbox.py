@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from switchboard_tools.sandbox import ProcessSandbox, Sandbox
 
 

@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from switchboard_tools.errors import ToolError
 from switchboard_tools.workspace import display_path, ensure_workspace, resolve_in_workspace
 

@@ -1,0 +1,86 @@
+"""The four services as plain processes against given NATS and PostgreSQL URLs (what the
+launcher does, minus supervision), for tests that restart the servers under them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from switchboard.embedded import free_port
+
+SERVICES = ("gateway", "router", "agent", "tools")
+
+
+class ServiceProcesses:
+    def __init__(self, home: Path, nats_url: str, database_url: str, env: Mapping[str, str]):
+        self.home = home
+        self.http_port = free_port()
+        self.token = "test-token-" + os.urandom(8).hex()
+        grpc_port = free_port()
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("SB_", "OPENAI_"))},
+            "SB_NATS_URL": nats_url,
+            "SB_DATABASE_URL": database_url,
+            "SB_HOME": str(home),
+            "SB_GATEWAY_TOKEN": self.token,
+            "SB_HTTP_PORT": str(self.http_port),
+            "SB_HTTP_HOST": "127.0.0.1",
+            "SB_OPS_HOST": "127.0.0.1",
+            "SB_AGENT_GRPC_HOST": "127.0.0.1",
+            "SB_AGENT_GRPC_PORT": str(grpc_port),
+            "SB_AGENT_ADDR": f"127.0.0.1:{grpc_port}",
+            **env,
+        }
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        (self.home / "logs").mkdir(parents=True, exist_ok=True)
+        for name in SERVICES:
+            log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", f"switchboard_{name}"],
+                env={**self.env, "SB_OPS_PORT": str(free_port()), "SB_INSTANCE": name},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+        if not self.wait_ready(True, timeout):
+            self.stop()
+            raise RuntimeError("services did not become ready")
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def wait_ready(self, wanted: bool, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready() == wanted:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
