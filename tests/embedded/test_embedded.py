@@ -67,13 +67,21 @@ STUBBORN = DUMP_ENV + (
 
 
 def gone(pids: list[int], timeout: float = 5.0) -> list[int]:
-    """Wait until none of ``pids`` exists (zombies are reaped by pid 1); those still there."""
+    """Wait until none of ``pids`` runs; those still running. A zombie has exited (it only waits
+    for pid 1 to reap it, which on a loaded machine here can take longer than the timeout)."""
     deadline = time.monotonic() + timeout
     while True:
-        alive = [p for p in pids if psutil.pid_exists(p)]
+        alive = [p for p in pids if _runs(p)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.05)
+
+
+def _runs(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 async def until(predicate, timeout: float = 10.0, what: str = "condition"):

@@ -6,9 +6,9 @@ Fixtures:
     postgres_uri  one PostgreSQL per session: SB_TEST_DATABASE_URL, else pgserver in a temp dir
     database_url  a fresh database in that server per test, dropped afterwards
 
-testcontainers (SB_TEST_CONTAINERS=1 with a Docker engine) is not wired in: the package is not a
-dependency. To add it, start ``NatsContainer``/``PostgresContainer`` in ``nats_server`` and
-``postgres_uri`` when that variable is set and ``docker.from_env().ping()`` succeeds.
+With SB_TEST_CONTAINERS=1 and a Docker engine that answers, ``nats_url`` and ``postgres_uri``
+come from containers (testcontainers) instead of the wheels; ``nats_server`` stays embedded,
+since the tests that use it restart the server process themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,9 +46,32 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
         server.stop()
 
 
+def containers_wanted() -> bool:
+    """SB_TEST_CONTAINERS=1 and a Docker engine that answers a ping."""
+    if os.environ.get("SB_TEST_CONTAINERS") != "1":
+        return False
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as exc:
+        message = f"SB_TEST_CONTAINERS=1 but no Docker engine answers ({exc}); using wheels"
+        warnings.warn(message, stacklevel=2)
+        return False
+    return True
+
+
 @pytest.fixture
-def nats_url(nats_server: NatsServer) -> str:
-    return nats_server.url
+def nats_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if not containers_wanted():
+        yield request.getfixturevalue("nats_server").url
+        return
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    with DockerContainer("nats:2.12-alpine").with_command("-js").with_exposed_ports(4222) as c:
+        wait_for_logs(c, "Server is ready")
+        yield f"nats://{c.get_container_host_ip()}:{c.get_exposed_port(4222)}"
 
 
 @pytest.fixture(scope="session")
@@ -55,6 +79,12 @@ def postgres_uri() -> Iterator[str]:
     external = os.environ.get("SB_TEST_DATABASE_URL")
     if external:
         yield external
+        return
+    if containers_wanted():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver=None) as pg:
+            yield pg.get_connection_url()
         return
     # Not under pytest's tmp tree: pgserver runs postgres as another user when we are root and
     # opens up the parent dirs, which pytest tightens again for concurrent sessions.
