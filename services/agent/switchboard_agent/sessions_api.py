@@ -19,6 +19,15 @@ def _ms(dt: datetime) -> int:
     return int(dt.timestamp() * 1000)
 
 
+async def _valid_key(key: str, context: grpc.aio.ServicerContext) -> str:
+    """The key, or the call aborted with INVALID_ARGUMENT and the reason."""
+    try:
+        return validate_session_key(key)
+    except InvalidSessionKey as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        raise  # abort() raises; this keeps the type checker informed
+
+
 class SessionsService(sessions_pb2_grpc.SessionsServicer):
     def __init__(self, store: SessionStore) -> None:
         self.store = store
@@ -26,10 +35,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
     async def History(
         self, request: sessions_pb2.HistoryRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.HistoryResponse:
-        try:
-            key = validate_session_key(request.session_key)
-        except InvalidSessionKey as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        key = await _valid_key(request.session_key, context)
         rows = await self.store.history(key, max(0, request.limit))
         return sessions_pb2.HistoryResponse(
             session_key=key,
@@ -47,10 +53,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
     async def Patch(
         self, request: sessions_pb2.PatchSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.PatchSessionResponse:
-        try:
-            key = validate_session_key(request.session_key)
-        except InvalidSessionKey as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        key = await _valid_key(request.session_key, context)
         mode = request.queue_mode
         if mode and mode != "default" and mode not in QUEUE_MODES:
             await context.abort(

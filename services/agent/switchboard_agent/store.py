@@ -61,12 +61,6 @@ class SessionStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
-    async def cursor(self, session_key: str) -> int:
-        value = await self.pool.fetchval(
-            "SELECT lane_cursor FROM agent.sessions WHERE session_key = $1", session_key
-        )
-        return int(value or 0)
-
     async def lane_state(self, session_key: str) -> LaneState:
         row = await self.pool.fetchrow(
             "SELECT lane_cursor, queue_mode FROM agent.sessions WHERE session_key = $1",

@@ -93,7 +93,7 @@ async def test_items_run_in_lane_order_and_cursor_follows(env: Env) -> None:
     await drain(env, "d1", 6)
     assert user_texts(await env.store.transcript("s:a")) == [f"a{i}" for i in range(5)]
     assert user_texts(await env.store.transcript("s:b")) == ["b0"]
-    assert await env.store.cursor("s:a") == seqs[-1]
+    assert (await env.store.lane_state("s:a")).cursor == seqs[-1]
     replies = [m for m in await env.store.transcript("s:a") if m["role"] == "assistant"]
     assert all(m["content"][0]["text"] == "configure a model" for m in replies)
 

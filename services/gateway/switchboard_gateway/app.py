@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard import rpc
-from switchboard.ops import Readiness, healthz, metrics
+from switchboard.ops import healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
 from switchboard.v1 import sessions_pb2_grpc
@@ -63,7 +62,6 @@ class TraceMiddleware:
 
 def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     channel = rpc.channel(settings.agent_addr)
-    readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -75,30 +73,22 @@ def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
     app.state.sessions = sessions_pb2_grpc.SessionsStub(channel)
 
-    async def nats_ok() -> bool:
-        return rt.nc.is_connected
-
     async def agent_grpc_ok() -> bool:
         return await rpc.check_health(channel)
 
-    readiness.add("nats", nats_ok)
-    readiness.add("agent_grpc", agent_grpc_ok)
+    # The runtime's readiness already checks NATS; the gateway adds what it depends on.
+    rt.readiness.add("agent_grpc", agent_grpc_ok)
     for name in DEPENDENCIES:
 
         async def check(name: str = name) -> bool:
             return await service_ready(rt.nc, rt.subjects, name)
 
-        readiness.add(name, check)
-    rt.readiness.checks.update(readiness.checks)
-
-    async def readyz(_: Request) -> Response:
-        checks = await readiness.evaluate()
-        ok = all(checks.values())
-        body = {"status": "ready" if ok else "not ready", "checks": checks}
-        return JSONResponse(body, status_code=200 if ok else 503)
+        rt.readiness.add(name, check)
 
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
-    app.add_api_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
+    app.add_api_route(
+        "/readyz", readyz_endpoint(rt.readiness), methods=["GET"], include_in_schema=False
+    )
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     app.include_router(openai_api.router)
     app.include_router(sessions_api.router)
