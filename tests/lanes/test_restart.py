@@ -36,7 +36,10 @@ def system(tmp_path: Path) -> Iterator[tuple[ServiceProcesses, NatsServer, Postg
 async def post_wave(services: ServiceProcesses, sessions: list[str], index: int) -> None:
     """One message per session; a client retries while the gateway answers 503 (not accepted)."""
     headers = {"Authorization": f"Bearer {services.token}"}
-    async with httpx.AsyncClient(base_url=services.url, headers=headers, timeout=10) as client:
+    limits = httpx.Limits(keepalive_expiry=2.0)  # below uvicorn's 5 s keep-alive timeout
+    async with httpx.AsyncClient(
+        base_url=services.url, headers=headers, timeout=10, limits=limits
+    ) as client:
 
         async def send(key: str) -> None:
             deadline = time.monotonic() + 60

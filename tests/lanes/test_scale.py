@@ -44,7 +44,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[St
 async def post_all(stack: Stack, sessions: list[str], per_session: int) -> None:
     """Each session posts its messages in order; all sessions at once, as fast as possible."""
     headers = {"Authorization": f"Bearer {stack.token}"}
-    limits = httpx.Limits(max_connections=50)
+    # Idle connections are dropped before uvicorn's 5 s keep-alive timeout can close one under
+    # a request that is being sent on it (which surfaces as httpx.ReadError).
+    limits = httpx.Limits(max_connections=50, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=stack.url, headers=headers, limits=limits) as client:
 
         async def one_session(key: str) -> None:
