@@ -89,6 +89,7 @@ def test_steer_injects_into_the_active_run(services: ServiceProcesses) -> None:
         assert c.patch(f"/api/sessions/{key}", json={"queue_mode": "steer"}).json() == {
             "session_key": key,
             "queue_mode": "steer",
+            "tool_policy": None,
         }
         c.post(f"/api/sessions/{key}/messages", json={"text": "first"})
         assert wait_for(lambda: len(llm.calls) >= 1)  # the run is in its one-second tool call

@@ -47,18 +47,34 @@ class ServiceProcesses:
     def start(self, timeout: float = 60.0) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         for name in SERVICES:
-            log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", f"switchboard_{name}"],
-                env={**self.env, "SB_OPS_PORT": str(free_port()), "SB_INSTANCE": name},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log.close()
+            self._spawn(name)
         if not self.wait_ready(True, timeout):
             self.stop()
             raise RuntimeError("services did not become ready")
+
+    def _spawn(self, name: str) -> None:
+        log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", f"switchboard_{name}"],
+            env={**self.env, "SB_OPS_PORT": str(free_port()), "SB_INSTANCE": name},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one service (and its process group), as a crash would."""
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def restart(self, name: str, timeout: float = 60.0) -> None:
+        """Kill one service with SIGKILL and start it again; wait until all are ready."""
+        self.kill(name)
+        self._spawn(name)
+        if not self.wait_ready(True, timeout):
+            raise RuntimeError(f"{name} did not become ready after a restart")
 
     def ready(self) -> bool:
         try:

@@ -62,6 +62,22 @@ class Subjects:
     def tools_specs(self) -> str:
         return f"{self.prefix}.tools.specs"
 
+    def tools_update(self, call_id: str) -> str:
+        """Core subject: partial output of a tool call still running (``ToolUpdate``)."""
+        return f"{self.prefix}.tools.update.{call_id}"
+
+    def tools_proc(self, executor: str) -> str:
+        """Core request subject: one executor answers poll/kill/list for the processes it runs."""
+        return f"{self.prefix}.tools.proc.{executor}"
+
+    def tools_procs(self) -> str:
+        """Core subject every executor listens on (no queue group): list processes everywhere."""
+        return f"{self.prefix}.tools.procs"
+
+    def approvals(self, run_id: str) -> str:
+        """Core subject: an approval of this run was decided (wakes the waiting run)."""
+        return f"{self.prefix}.approvals.{run_id}"
+
     def events(self, token: str) -> str:
         return f"{self.prefix}.events.{token}"
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 
 from switchboard.settings import CommonSettings, DatabaseSettings
+
+from .approval_rules import ApprovalRules
+from .policy import ToolPolicy
+from .toolgate import ToolRules
 
 
 def _env(name: str) -> AliasChoices:
@@ -29,6 +34,33 @@ class AgentSettings(CommonSettings, DatabaseSettings):
     workspaces_dir: Path | None = None
     queue_mode: str = Field(default="queue", pattern=r"^(queue|followup|collect|steer|interrupt)$")
     collect_debounce_ms: int = Field(default=2000, ge=0, le=600_000)
+    # Tool policy (see policy.py): {"profile", "allow", "deny"} for every agent, per agent id,
+    # and for sub-agent sessions; approval rules like "exec:command=rm *" (approval_rules.py).
+    tool_policy: dict[str, Any] | None = None
+    agent_tool_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    subagent_tool_policy: dict[str, Any] | None = None
+    tool_approvals: list[str] = Field(default_factory=list)
+    approval_timeout_s: float = Field(default=3600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_tool_rules(self) -> AgentSettings:
+        self.tool_rules()  # raises PolicyError (a ValueError) with the offending entry
+        return self
+
+    def tool_rules(self) -> ToolRules:
+        return ToolRules(
+            default=ToolPolicy.from_config(self.tool_policy, "tool_policy")
+            if self.tool_policy is not None
+            else None,
+            per_agent={
+                agent: ToolPolicy.from_config(p, f"agent_tool_policies.{agent}")
+                for agent, p in self.agent_tool_policies.items()
+            },
+            subagent=ToolPolicy.from_config(self.subagent_tool_policy, "subagent_tool_policy")
+            if self.subagent_tool_policy is not None
+            else None,
+            approvals=ApprovalRules.parse(self.tool_approvals, "tool_approvals"),
+        )
 
     def workspace_root(self) -> Path:
         return self.workspaces_dir or self.home / "workspaces"

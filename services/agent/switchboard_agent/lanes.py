@@ -25,7 +25,7 @@ from .lease import Lease, Leases
 from .metrics import ACTIVE_LANES, ACTIVE_RUNS, INTERRUPTS, LANE_WAIT_SECONDS, REDELIVERIES
 from .queueing import Batch, PendingItem, RunControl, effective_mode, plan
 from .runner import Runner
-from .store import CursorMoved, SessionStore
+from .store import CursorMoved, LaneState, SessionStore
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 100
@@ -99,7 +99,11 @@ class LaneManager:
             await msg.nak(delay=self._nak_delay(meta.num_delivered))
             return
         token = session_token(key)
-        if meta.sequence.stream <= (await self.store.lane_state(key)).cursor:
+        state = await self.store.lane_state(key)
+        if meta.sequence.stream <= state.cursor:
+            # Its run is committed; the owner may have died before publishing the reply.
+            mode = effective_mode(state.queue_mode, item.queue_mode, self.default_mode)
+            await self.runner.republish(item, mode)
             await msg.ack()
             return
         while True:
@@ -156,7 +160,7 @@ class LaneManager:
                 batch = plan(mode, pending)[0]
                 arrived.clear()
                 try:
-                    await self._run(batch, state.cursor, mode, subject, arrived)
+                    await self._run(batch, state, mode, subject, arrived)
                 except CursorMoved:
                     log.warning("lane cursor moved under this owner", extra={"session": key})
                     return
@@ -176,7 +180,7 @@ class LaneManager:
             pending = await self.reader.pending(subject, cursor)
 
     async def _run(
-        self, batch: Batch, cursor: int, mode: str, subject: str, arrived: asyncio.Event
+        self, batch: Batch, state: LaneState, mode: str, subject: str, arrived: asyncio.Event
     ) -> None:
         first = batch.items[0].item
         if first.enqueued_at_ms:
@@ -184,7 +188,9 @@ class LaneManager:
         control = RunControl(self.reader, subject, batch, steer=mode == "steer")
         ACTIVE_RUNS.inc()
         try:
-            task = asyncio.create_task(self.runner.run(batch, cursor, control))
+            task = asyncio.create_task(
+                self.runner.run(batch, state.cursor, control, state.tool_policy, mode)
+            )
             if mode != "interrupt":
                 await task
                 return

@@ -1,4 +1,5 @@
-"""The agent schema: sessions (with the lane cursor), runs and the transcript."""
+"""The agent schema: sessions (with the lane cursor), runs, the transcript, tool calls that
+needed approval and the checkpoints of runs waiting for one."""
 
 from switchboard.store import Migration
 
@@ -47,5 +48,41 @@ MIGRATIONS = [
         2,
         "per-session queue mode",
         "ALTER TABLE agent.sessions ADD COLUMN queue_mode text NOT NULL DEFAULT ''",
+    ),
+    Migration(
+        3,
+        "tool calls, run checkpoints, per-session tool policy",
+        """
+        ALTER TABLE agent.sessions ADD COLUMN tool_policy jsonb;
+        CREATE TABLE agent.tool_calls (
+            approval_id text PRIMARY KEY,
+            run_id text NOT NULL,
+            session_key text NOT NULL,
+            agent text NOT NULL,
+            call_id text NOT NULL,
+            tool text NOT NULL,
+            args jsonb NOT NULL,
+            rule text NOT NULL,
+            status text NOT NULL,
+            decided_by text NOT NULL DEFAULT '',
+            reason text NOT NULL DEFAULT '',
+            requested_at timestamptz NOT NULL DEFAULT now(),
+            decided_at timestamptz,
+            started_at timestamptz,
+            finished_at timestamptz,
+            UNIQUE (run_id, call_id)
+        );
+        CREATE INDEX tool_calls_by_session ON agent.tool_calls (session_key, requested_at);
+        CREATE INDEX tool_calls_waiting ON agent.tool_calls (status)
+            WHERE status = 'awaiting_approval';
+        CREATE TABLE agent.run_checkpoints (
+            session_key text NOT NULL,
+            inbound_id text NOT NULL,
+            run_id text NOT NULL,
+            state jsonb NOT NULL,
+            saved_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (session_key, inbound_id)
+        );
+        """,
     ),
 ]

@@ -21,12 +21,23 @@ from switchboard.v1 import messages_pb2
 
 from .events import RunEvents
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED, TOOL_CALLS
+from .outbound import OutboundPublisher
 from .prompt import system_prompt
 from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
 from .providers.errors import ModelError
-from .queueing import Batch, PendingItem, RunControl
+from .queueing import Batch, RunControl
+from .replies import committed_reply, reply_text
 from .store import Message, RunRecord, SessionStore
+from .toolgate import ToolGate, ToolRules
 from .tools_client import CallRequest, ToolDispatcher
+from .turn import (
+    Turn,
+    checkpoint_state,
+    pending_tool_uses,
+    restore,
+    text_message,
+    user_turn,
+)
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
@@ -44,6 +55,8 @@ class Runner:
         workspace_root: Path,
         max_iterations: int,
         max_tokens: int,
+        gate: ToolGate | None = None,
+        outbound: OutboundPublisher | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -54,17 +67,34 @@ class Runner:
         self.workspace_root = workspace_root
         self.max_iterations = max_iterations
         self.max_tokens = max_tokens
+        self.gate = gate or ToolGate(ToolRules(), None, None, 0)
+        self.outbound = outbound
 
-    async def run(self, batch: Batch, expected_cursor: int, control: RunControl) -> None:
-        """Answer ``batch``; commit the transcript and move the cursor over it, atomically."""
+    async def run(
+        self,
+        batch: Batch,
+        expected_cursor: int,
+        control: RunControl,
+        session_policy: dict[str, Any] | None = None,
+        mode: str = "queue",
+    ) -> None:
+        """Answer ``batch``; commit the transcript and move the cursor over it, atomically.
+        A run that was waiting for an approval when its owner died resumes from its
+        checkpoint."""
         item = batch.primary.item
         key = item.session_key
         if await self.store.run_exists(key, item.message.message_id):
             log.info("skipping replayed lane item", extra={"session": key})
+            await self.republish(item, mode)
             await self.store.advance_cursor(key, item.agent, batch.cover_seq, expected_cursor)
             return
-        run_id = f"run_{uuid.uuid4().hex}"
+        checkpoint = None
+        if self.gate.store is not None:
+            checkpoint = await self.gate.store.checkpoint(key, item.message.message_id)
+        run_id = checkpoint.run_id if checkpoint else f"run_{uuid.uuid4().hex}"
         ids = [p.item.message.message_id for p in batch.items]
+        if checkpoint:
+            ids = list(dict.fromkeys([*checkpoint.state["message_ids"], *ids]))
         events = RunEvents(
             self.nc, self.subjects.events(session_token(key)), run_id, key, ids[-1], ids
         )
@@ -76,7 +106,11 @@ class Runner:
             lane_seq=batch.cover_seq,
             started_at=datetime.now(UTC),
         )
-        reply: list[str] = []
+        policy = self.gate.rules.policy(item.agent, key, session_policy)
+        turn = Turn(record, events, control, policy, checkpoint is not None)
+        reply = turn.reply
+        if checkpoint:
+            restore(turn, checkpoint.state, batch)
         start = time.perf_counter()
         parent = extract_context(batch.primary.headers)
         with tracer.start_as_current_span(
@@ -84,9 +118,9 @@ class Runner:
         ) as span:
             span.set_attribute("sb.session", key)
             span.set_attribute("sb.run_id", run_id)
-            await events.emit("lifecycle", "start")
+            await events.emit("lifecycle", "start", data={"resumed": True} if checkpoint else None)
             try:
-                await self._execute(batch, record, events, control, reply)
+                await self._execute(batch, turn)
             except asyncio.CancelledError:
                 if not control.interrupted:
                     raise
@@ -96,6 +130,10 @@ class Runner:
                 await self._interrupted(record)
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
+            if self.outbound is not None and self.outbound.delivers(item.message.channel):
+                text = reply_text(record.messages, record.status, record.stop_reason)
+                ids = list(events.message_ids)
+                await self.outbound.publish(run_id, item, text, ids, mode == "followup")
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
             await events.emit(
@@ -112,44 +150,55 @@ class Runner:
         RUNS.labels(record.status).inc()
         RUN_SECONDS.observe(time.perf_counter() - start)
 
+    async def republish(self, item: messages_pb2.LaneItem, mode: str) -> None:
+        """A replayed item whose run is committed: publish its reply parts again; the OUTBOUND
+        stream drops the ones that went out before (``Nats-Msg-Id = <run id>:<part>``), so a
+        reply lost by an owner that died after its commit is delivered exactly once."""
+        if self.outbound is None or not self.outbound.delivers(item.message.channel):
+            return
+        found = await committed_reply(
+            self.store.pool,
+            item.session_key,
+            item.message.message_id,
+            self.outbound.republish_window_s,
+        )
+        if found is not None:
+            await self.outbound.publish(
+                found.run_id, item, found.text, found.message_ids, mode == "followup"
+            )
+
     async def _interrupted(self, record: RunRecord) -> None:
         """A newer message aborted the run: stop its tool calls and close its transcript so a
         dangling tool_use never reaches the model."""
         record.status = "interrupted"
         record.stop_reason = "interrupted"
+        if self.gate.store is not None:
+            await self.gate.store.cancel_run(record.run_id, "interrupted by a newer message")
         await bus.core_publish(
             self.nc,
             self.subjects.tools_cancel(record.run_id),
             messages_pb2.ToolCancel(run_id=record.run_id, reason="interrupted"),
         )
-        last = record.messages[-1] if record.messages else None
-        if last and last["role"] == "assistant":
-            uses = [b for b in last["content"] if b.get("type") == "tool_use"]
-            if uses:
-                record.messages.append(
-                    {
-                        "role": "user",
-                        "content": [
-                            {
-                                "type": "tool_result",
-                                "tool_use_id": u["id"],
-                                "content": "interrupted by a newer message",
-                                "is_error": True,
-                            }
-                            for u in uses
-                        ],
-                    }
-                )
+        uses = pending_tool_uses(record.messages)
+        if uses:
+            record.messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": u["id"],
+                            "content": "interrupted by a newer message",
+                            "is_error": True,
+                        }
+                        for u in uses
+                    ],
+                }
+            )
 
-    async def _execute(
-        self,
-        batch: Batch,
-        record: RunRecord,
-        events: RunEvents,
-        control: RunControl,
-        reply: list[str],
-    ) -> None:
-        """Run the tool loop; fill ``record`` and ``reply`` (the text as streamed)."""
+    async def _execute(self, batch: Batch, turn: Turn) -> None:
+        """Run the tool loop; fill ``turn.record`` and ``turn.reply`` (the text as streamed)."""
+        record, events, control, reply = turn.record, turn.events, turn.control, turn.reply
         item = batch.primary.item
         inbound = item.message
         history = await self.store.transcript(item.session_key)
@@ -158,29 +207,42 @@ class Runner:
             for c in inbound.context:
                 if c.role == "system":
                     system_extra.append(c.text)
-                elif c.role in ("user", "assistant"):
-                    record.messages.append(_text_message(c.role, c.text))
-        record.messages.append(_user_turn(batch.items))
+                elif c.role in ("user", "assistant") and not turn.resumed:
+                    record.messages.append(text_message(c.role, c.text))
+        if not turn.resumed:
+            record.messages.append(user_turn(batch.items))
         if self.model is None:
             record.stop_reason = "no_model"
-            record.messages.append(_text_message("assistant", self.no_model_reply))
+            record.messages.append(text_message("assistant", self.no_model_reply))
             await self._stream_text(self.no_model_reply, events, reply)
             return
 
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
         system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
-        specs = await self.tools.specs()
+        specs = [s for s in await self.tools.specs() if turn.policy.allows(s.name).allowed]
         record.model = f"{self.model.provider}:{self.model.model}"
+        uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
-            for iteration in range(self.max_iterations):
-                record.iterations = iteration + 1
-                if iteration:
+            while True:
+                if uses:
+                    record.messages.append(await self._run_tools(turn, uses))
+                if turn.late:  # resumed with items the checkpoint did not hold
+                    record.messages.append(user_turn(turn.late))
+                    turn.late = []
+                if record.iterations >= self.max_iterations:
+                    record.stop_reason = "max_iterations"
+                    note = f"[stopped after {self.max_iterations} model calls]"
+                    await self._stream_text(note, events, reply)
+                    record.messages.append(text_message("assistant", note))
+                    break
+                record.iterations += 1
+                if record.iterations > 1:
                     steered = await control.take_new()
                     if steered:
                         STEERED.inc(len(steered))
                         events.message_ids.extend(p.item.message.message_id for p in steered)
-                        record.messages.append(_user_turn(steered))
+                        record.messages.append(user_turn(steered))
                 request = ModelRequest(
                     system=system,
                     messages=history + record.messages,
@@ -195,19 +257,13 @@ class Runner:
                 uses = [b for b in response.content if b.get("type") == "tool_use"]
                 if not uses:
                     break
-                record.messages.append(await self._run_tools(record, uses, events))
-            else:
-                record.stop_reason = "max_iterations"
-                note = f"[stopped after {self.max_iterations} model calls]"
-                await self._stream_text(note, events, reply)
-                record.messages.append(_text_message("assistant", note))
         except ModelError as exc:
             record.status = "error"
             record.error = exc.message
             text = f"Sorry, the model call failed: {exc.message}"
             await events.emit("error", "error", text=exc.message)
             await self._stream_text(text, events, reply)
-            record.messages.append(_text_message("assistant", text))
+            record.messages.append(text_message("assistant", text))
 
     async def _call_model(
         self, request: ModelRequest, events: RunEvents, reply: list[str]
@@ -244,17 +300,49 @@ class Runner:
         reply.append(text)
         await events.delta(text)
 
-    async def _run_tools(
-        self, record: RunRecord, uses: list[dict[str, Any]], events: RunEvents
-    ) -> Message:
+    async def _run_tools(self, turn: Turn, uses: list[dict[str, Any]]) -> Message:
+        record, events = turn.record, turn.events
         calls = [CallRequest(u["id"], u["name"], u.get("input") or {}) for u in uses]
         for c in calls:
-            await events.emit(
-                "tool", "start", tool=c.name, call_id=c.call_id, data={"args": c.args}
+            if not turn.resumed:
+                await events.emit(
+                    "tool", "start", tool=c.name, call_id=c.call_id, data={"args": c.args}
+                )
+
+        async def emit(phase: str, call: CallRequest, data: dict[str, Any]) -> None:
+            await events.emit("tool", phase, tool=call.name, call_id=call.call_id, data=data)
+
+        async def save_checkpoint() -> None:
+            assert self.gate.store is not None
+            record.checkpointed = True
+            await self.gate.store.save_checkpoint(
+                record.session_key, record.inbound_id, record.run_id, checkpoint_state(turn)
             )
-        results = await self.tools.run_all(record.run_id, record.session_key, record.agent, calls)
+
+        screened = await self.gate.screen(
+            run_id=record.run_id,
+            session_key=record.session_key,
+            agent=record.agent,
+            policy=turn.policy,
+            calls=calls,
+            before_wait=save_checkpoint,
+            emit=emit,
+        )
+        turn.resumed = False
+        results = dict(screened.refused)
+        if screened.runnable:
+            store = self.gate.store
+            if store is not None and screened.approved:
+                await store.mark(screened.approved, "started_at")
+            ran = await self.tools.run_all(
+                record.run_id, record.session_key, record.agent, screened.runnable
+            )
+            results.update((r.call_id, r) for r in ran)
+            if store is not None and screened.approved:
+                await store.mark(screened.approved, "finished_at")
         blocks = []
-        for call, result in zip(calls, results, strict=True):
+        for call in calls:
+            result = results[call.call_id]
             TOOL_CALLS.labels(call.name, "error" if result.is_error else "ok").inc()
             await events.emit(
                 "tool",
@@ -273,15 +361,3 @@ class Runner:
                 }
             )
         return {"role": "user", "content": blocks}
-
-
-def _text_message(role: str, text: str) -> Message:
-    return {"role": role, "content": [{"type": "text", "text": text}]}
-
-
-def _user_turn(items: list[PendingItem]) -> Message:
-    """One user turn: a text block per lane item (several when collected or steered)."""
-    return {
-        "role": "user",
-        "content": [{"type": "text", "text": p.item.message.text} for p in items],
-    }

@@ -12,17 +12,21 @@ from switchboard import bus
 from switchboard.rpc import GrpcServer
 from switchboard.runtime import ServiceRuntime
 from switchboard.store import create_pool, migrate
-from switchboard.v1 import sessions_pb2_grpc
+from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
+from .approvals import ApprovalStore, ApprovalWaiter
+from .approvals_api import ApprovalsService, ToolAccessService
 from .config import AgentSettings
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
 from .migrations import MIGRATIONS, SCHEMA
+from .outbound import OutboundPublisher
 from .providers.base import Model
 from .providers.select import NO_MODEL_MESSAGE, build_model, resolve_model_config
 from .runner import Runner
 from .sessions_api import SessionsService
 from .store import SessionStore
+from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
 
 log = logging.getLogger(__name__)
@@ -63,15 +67,26 @@ async def serve(settings: AgentSettings) -> None:
         pool_holder.append(pool)
         store = SessionStore(pool)
 
-        grpc_server = GrpcServer(["switchboard.v1.Sessions"])
+        rules = settings.tool_rules()
+        approvals = ApprovalStore(pool)
+        waiter = ApprovalWaiter(rt.nc, rt.subjects, approvals)
+        dispatcher = ToolDispatcher(rt.nc, rt.js, rt.subjects, settings.tool_timeout_s)
+        grpc_server = GrpcServer(
+            ["switchboard.v1.Sessions", "switchboard.v1.Approvals", "switchboard.v1.ToolAccess"]
+        )
         sessions_pb2_grpc.add_SessionsServicer_to_server(SessionsService(store), grpc_server.server)
+        approvals_pb2_grpc.add_ApprovalsServicer_to_server(
+            ApprovalsService(approvals, waiter), grpc_server.server
+        )
+        approvals_pb2_grpc.add_ToolAccessServicer_to_server(
+            ToolAccessService(store, rules, dispatcher), grpc_server.server
+        )
         port = grpc_server.bind(settings.agent_grpc_host, settings.agent_grpc_port)
         await grpc_server.start()
         await grpc_server.set_serving(True)
         rt.stack.push_async_callback(grpc_server.stop)
 
         model, no_model_reply = choose_model(settings)
-        dispatcher = ToolDispatcher(rt.nc, rt.js, rt.subjects, settings.tool_timeout_s)
         runner = Runner(
             rt.nc,
             rt.subjects,
@@ -82,6 +97,8 @@ async def serve(settings: AgentSettings) -> None:
             settings.workspace_root(),
             settings.max_iterations,
             settings.max_tokens,
+            ToolGate(rules, approvals, waiter, settings.approval_timeout_s),
+            OutboundPublisher(rt.js, rt.subjects),
         )
         kv = await rt.js.key_value(rt.subjects.lease_bucket)
         owner = f"{rt.instance}-{uuid.uuid4().hex[:8]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import grpc
 
@@ -11,6 +12,7 @@ from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
+from .policy import PolicyError, ToolPolicy
 from .queueing import QUEUE_MODES
 from .store import SessionStore
 
@@ -60,12 +62,27 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"queue_mode must be one of {', '.join(QUEUE_MODES)} or 'default'",
             )
+        agent = key.split(":", 1)[0] if ":" in key else "main"
+        policy_json = request.tool_policy_json
+        policy: dict[str, Any] | None = None
+        if policy_json:
+            try:
+                data = json.loads(policy_json)
+                if data is not None:
+                    ToolPolicy.from_config(data, "tool_policy")
+                    policy = data
+            except (ValueError, PolicyError) as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tool policy: {exc}")
         if mode:
-            agent = key.split(":", 1)[0] if ":" in key else "main"
             mode = await self.store.set_queue_mode(key, agent, "" if mode == "default" else mode)
-        else:
-            mode = (await self.store.lane_state(key)).queue_mode
-        return sessions_pb2.PatchSessionResponse(session_key=key, queue_mode=mode)
+        if policy_json:
+            await self.store.set_tool_policy(key, agent, policy)
+        state = await self.store.lane_state(key)
+        return sessions_pb2.PatchSessionResponse(
+            session_key=key,
+            queue_mode=state.queue_mode,
+            tool_policy_json=json.dumps(state.tool_policy),
+        )
 
     async def List(
         self, request: sessions_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext

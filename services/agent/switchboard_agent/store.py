@@ -29,6 +29,7 @@ class RunRecord:
     iterations: int = 0
     error: str = ""
     messages: list[Message] = field(default_factory=list)
+    checkpointed: bool = False  # a checkpoint was saved (awaiting approval): drop it on commit
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class CursorMoved(Exception):
 class LaneState:
     cursor: int
     queue_mode: str
+    tool_policy: dict[str, Any] | None = None
 
 
 class SessionStore:
@@ -63,10 +65,28 @@ class SessionStore:
 
     async def lane_state(self, session_key: str) -> LaneState:
         row = await self.pool.fetchrow(
-            "SELECT lane_cursor, queue_mode FROM agent.sessions WHERE session_key = $1",
+            "SELECT lane_cursor, queue_mode, tool_policy FROM agent.sessions"
+            " WHERE session_key = $1",
             session_key,
         )
-        return LaneState(int(row["lane_cursor"]), row["queue_mode"]) if row else LaneState(0, "")
+        if row is None:
+            return LaneState(0, "")
+        policy = json.loads(row["tool_policy"]) if row["tool_policy"] else None
+        return LaneState(int(row["lane_cursor"]), row["queue_mode"], policy)
+
+    async def set_tool_policy(
+        self, session_key: str, agent: str, policy: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Set (or with ``None`` clear) the session's tool policy override."""
+        value = await self.pool.fetchval(
+            "INSERT INTO agent.sessions (session_key, agent, tool_policy) VALUES ($1, $2, $3)"
+            " ON CONFLICT (session_key) DO UPDATE SET tool_policy = EXCLUDED.tool_policy,"
+            " updated_at = now() RETURNING tool_policy",
+            session_key,
+            agent,
+            json.dumps(policy) if policy is not None else None,
+        )
+        return json.loads(value) if value else None
 
     async def set_queue_mode(self, session_key: str, agent: str, mode: str) -> str:
         value = await self.pool.fetchval(
@@ -116,6 +136,12 @@ class SessionStore:
                 run.error,
                 run.started_at,
             )
+            if run.checkpointed:
+                await conn.execute(
+                    "DELETE FROM agent.run_checkpoints WHERE session_key = $1 AND inbound_id = $2",
+                    run.session_key,
+                    run.inbound_id,
+                )
             await conn.executemany(
                 "INSERT INTO agent.messages (session_key, run_id, role, content)"
                 " VALUES ($1, $2, $3, $4)",

@@ -14,9 +14,9 @@ from switchboard import rpc
 from switchboard.ops import healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
-from switchboard.v1 import sessions_pb2_grpc
+from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
-from . import openai_api, sessions_api
+from . import approvals_api, events_api, openai_api, sessions_api
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
@@ -72,6 +72,8 @@ def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     app.state.settings = settings
     app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
     app.state.sessions = sessions_pb2_grpc.SessionsStub(channel)
+    app.state.approvals = approvals_pb2_grpc.ApprovalsStub(channel)
+    app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(channel)
 
     async def agent_grpc_ok() -> bool:
         return await rpc.check_health(channel)
@@ -92,6 +94,8 @@ def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     app.include_router(openai_api.router)
     app.include_router(sessions_api.router)
+    app.include_router(events_api.router)
+    app.include_router(approvals_api.router)
     install_error_handlers(app)
     app.add_middleware(TraceMiddleware)
     return app

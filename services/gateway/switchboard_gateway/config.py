@@ -15,3 +15,4 @@ class GatewaySettings(CommonSettings):
     default_agent: str = Field(default="main", pattern=r"^[a-z0-9_-]{1,64}$")
     reply_timeout_s: float = Field(default=300.0, gt=0)
     max_body_chars: int = Field(default=200_000, ge=1)
+    tool_invoke_timeout_s: float = Field(default=330.0, gt=0)

@@ -22,7 +22,11 @@ router = APIRouter(prefix="/api/sessions", dependencies=[Depends(require_token)]
 
 
 class PatchSession(BaseModel):
-    queue_mode: Literal["queue", "followup", "collect", "steer", "interrupt", "default"]
+    queue_mode: Literal["queue", "followup", "collect", "steer", "interrupt", "default"] | None = (
+        None
+    )
+    # {"profile", "allow", "deny"}; null clears the override; absent leaves it as it is.
+    tool_policy: dict[str, Any] | None = None
 
 
 class PostMessage(BaseModel):
@@ -51,15 +55,26 @@ async def post_message(key: str, body: PostMessage, request: Request) -> JSONRes
 
 @router.patch("/{key}")
 async def patch_session(key: str, body: PatchSession, request: Request) -> dict[str, Any]:
+    if not body.model_fields_set & {"queue_mode", "tool_policy"}:
+        raise ApiError(400, "Nothing to change: give queue_mode and/or tool_policy")
+    if "queue_mode" in body.model_fields_set and body.queue_mode is None:
+        raise ApiError(400, 'queue_mode cannot be null; use "default"', param="queue_mode")
+    policy = json.dumps(body.tool_policy) if "tool_policy" in body.model_fields_set else ""
     stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
     try:
         reply = await stub.Patch(
-            sessions_pb2.PatchSessionRequest(session_key=_key(key), queue_mode=body.queue_mode),
+            sessions_pb2.PatchSessionRequest(
+                session_key=_key(key), queue_mode=body.queue_mode or "", tool_policy_json=policy
+            ),
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
         raise _rpc_error(exc) from exc
-    return {"session_key": reply.session_key, "queue_mode": reply.queue_mode or "default"}
+    return {
+        "session_key": reply.session_key,
+        "queue_mode": reply.queue_mode or "default",
+        "tool_policy": json.loads(reply.tool_policy_json) if reply.tool_policy_json else None,
+    }
 
 
 def _rpc_error(exc: grpc.aio.AioRpcError) -> ApiError:

@@ -114,6 +114,20 @@ class ToolResult(_message.Message):
     duration_ms: float
     def __init__(self, call_id: _Optional[str] = ..., run_id: _Optional[str] = ..., is_error: _Optional[bool] = ..., content: _Optional[str] = ..., details_json: _Optional[str] = ..., isolation_json: _Optional[str] = ..., duration_ms: _Optional[float] = ...) -> None: ...
 
+class ToolUpdate(_message.Message):
+    __slots__ = ("call_id", "run_id", "seq", "text", "stream")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    run_id: str
+    seq: int
+    text: str
+    stream: str
+    def __init__(self, call_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., text: _Optional[str] = ..., stream: _Optional[str] = ...) -> None: ...
+
 class Usage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -155,3 +169,29 @@ class AgentEvent(_message.Message):
     model: str
     message_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., message_id: _Optional[str] = ..., seq: _Optional[int] = ..., stream: _Optional[str] = ..., phase: _Optional[str] = ..., text: _Optional[str] = ..., tool: _Optional[str] = ..., call_id: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[str] = ..., data_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., model: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class OutboundMessage(_message.Message):
+    __slots__ = ("run_id", "part", "parts", "session_key", "channel", "account", "chat", "thread_id", "reply_to", "text", "message_ids")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CHAT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLY_TO_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    part: int
+    parts: int
+    session_key: str
+    channel: str
+    account: str
+    chat: ChatRef
+    thread_id: str
+    reply_to: str
+    text: str
+    message_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -61,17 +61,21 @@ class HistoryResponse(_message.Message):
     def __init__(self, session_key: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[TranscriptMessage, _Mapping]]] = ...) -> None: ...
 
 class PatchSessionRequest(_message.Message):
-    __slots__ = ("session_key", "queue_mode")
+    __slots__ = ("session_key", "queue_mode", "tool_policy_json")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     queue_mode: str
-    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ...) -> None: ...
+    tool_policy_json: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ...) -> None: ...
 
 class PatchSessionResponse(_message.Message):
-    __slots__ = ("session_key", "queue_mode")
+    __slots__ = ("session_key", "queue_mode", "tool_policy_json")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     queue_mode: str
-    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ...) -> None: ...
+    tool_policy_json: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ...) -> None: ...

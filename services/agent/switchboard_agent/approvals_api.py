@@ -1,0 +1,139 @@
+"""gRPC ``Approvals`` (list and decide tool-call approvals) and ``ToolAccess`` (direct tool
+invocation through the same policy and executor path as a run's calls)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+
+import grpc
+from jsonschema import Draft202012Validator
+
+from switchboard.errors import InvalidSessionKey
+from switchboard.sessions import validate_session_key
+from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
+
+from .approvals import AlreadyDecided, ApprovalNotFound, ApprovalRow, ApprovalStore, ApprovalWaiter
+from .store import SessionStore
+from .toolgate import ToolRules
+from .tools_client import CallRequest, ToolDispatcher
+
+
+def _ms(dt: datetime | None) -> int:
+    return int(dt.timestamp() * 1000) if dt else 0
+
+
+def approval_pb(r: ApprovalRow) -> approvals_pb2.Approval:
+    return approvals_pb2.Approval(
+        approval_id=r.approval_id,
+        run_id=r.run_id,
+        session_key=r.session_key,
+        agent=r.agent,
+        call_id=r.call_id,
+        tool=r.tool,
+        args_json=json.dumps(r.args),
+        rule=r.rule,
+        status=r.status,
+        decided_by=r.decided_by,
+        reason=r.reason,
+        requested_at_ms=_ms(r.requested_at),
+        decided_at_ms=_ms(r.decided_at),
+        started_at_ms=_ms(r.started_at),
+        finished_at_ms=_ms(r.finished_at),
+    )
+
+
+class ApprovalsService(approvals_pb2_grpc.ApprovalsServicer):
+    def __init__(self, store: ApprovalStore, waiter: ApprovalWaiter) -> None:
+        self.store = store
+        self.waiter = waiter
+
+    async def List(
+        self, request: approvals_pb2.ListApprovalsRequest, context: grpc.aio.ServicerContext
+    ) -> approvals_pb2.ListApprovalsResponse:
+        limit = request.limit if 0 < request.limit <= 1000 else 100
+        rows = await self.store.find(request.session_key, request.status, limit)
+        return approvals_pb2.ListApprovalsResponse(approvals=[approval_pb(r) for r in rows])
+
+    async def Decide(
+        self, request: approvals_pb2.DecideApprovalRequest, context: grpc.aio.ServicerContext
+    ) -> approvals_pb2.Approval:
+        status = "approved" if request.approve else "denied"
+        try:
+            row = await self.store.decide(
+                request.approval_id, status, request.decided_by, request.reason[:2000]
+            )
+        except ApprovalNotFound:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no such approval")
+            raise
+        except AlreadyDecided as exc:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"the approval is already {exc.row.status}"
+            )
+            raise
+        await self.waiter.notify(row.run_id)
+        return approval_pb(row)
+
+
+class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
+    def __init__(self, sessions: SessionStore, rules: ToolRules, tools: ToolDispatcher) -> None:
+        self.sessions = sessions
+        self.rules = rules
+        self.tools = tools
+
+    async def Invoke(
+        self, request: approvals_pb2.InvokeToolRequest, context: grpc.aio.ServicerContext
+    ) -> approvals_pb2.InvokeToolResponse:
+        async def refuse(code: grpc.StatusCode, kind: str, message: str) -> None:
+            context.set_trailing_metadata((("sb-error", kind),))
+            await context.abort(code, message)
+
+        try:
+            key = validate_session_key(request.session_key)
+            args = json.loads(request.args_json or "{}")
+        except (InvalidSessionKey, ValueError) as exc:
+            await refuse(grpc.StatusCode.INVALID_ARGUMENT, "invalid_request", str(exc))
+            raise
+        if not isinstance(args, dict):
+            await refuse(
+                grpc.StatusCode.INVALID_ARGUMENT, "invalid_arguments", "args: not an object"
+            )
+        agent = request.agent or "main"
+        state = await self.sessions.lane_state(key)
+        policy = self.rules.policy(agent, key, state.tool_policy)
+        decision = policy.allows(request.tool)
+        if not decision.allowed:
+            await refuse(grpc.StatusCode.PERMISSION_DENIED, "policy_denied", decision.reason)
+        spec = next((s for s in await self.tools.specs() if s.name == request.tool), None)
+        if spec is None:
+            await refuse(grpc.StatusCode.NOT_FOUND, "unknown_tool", f"no tool {request.tool!r}")
+            raise AssertionError  # unreachable: abort raised
+        errors = sorted(Draft202012Validator(spec.parameters).iter_errors(args), key=str)
+        if errors:
+            await refuse(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "invalid_arguments",
+                f"Invalid arguments for {request.tool}: {errors[0].message[:300]}",
+            )
+        rule = self.rules.approvals.requires_approval(request.tool, args)
+        if rule is not None:
+            await refuse(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "approval_required",
+                f"{request.tool} requires approval ({rule}); call it from a session instead",
+            )
+        if request.dry_run:
+            return approvals_pb2.InvokeToolResponse(ok=True, text=decision.reason)
+        run_id = f"invoke_{uuid.uuid4().hex}"
+        call = CallRequest(f"call_{uuid.uuid4().hex[:24]}", request.tool, args)
+        [result] = await self.tools.run_all(run_id, key, agent, [call])
+        details = dict(result.details)
+        isolation = details.pop("isolation", None)
+        return approvals_pb2.InvokeToolResponse(
+            ok=not result.is_error,
+            text=result.content,
+            details_json=json.dumps(details),
+            isolation_json=json.dumps(isolation) if isolation is not None else "",
+            error=str(details.get("error", "tool_error")) if result.is_error else "",
+        )

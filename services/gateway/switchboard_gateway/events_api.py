@@ -1,0 +1,90 @@
+"""A session's live agent events as Server-Sent Events: assistant deltas, tool phases
+(``start``/``update``/``approval``/``result``) and run lifecycle, for WebChat-like clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+from nats.aio.msg import Msg
+
+from switchboard.errors import InvalidSessionKey
+from switchboard.sessions import session_token, validate_session_key
+from switchboard.v1 import messages_pb2
+
+from .auth import require_token
+from .errors import ApiError
+
+router = APIRouter(dependencies=[Depends(require_token)])
+HEARTBEAT_S = 15.0
+QUEUE_LIMIT = 10_000  # events buffered for a slow client before it is cut off
+
+
+def event_json(e: messages_pb2.AgentEvent) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "run_id": e.run_id,
+        "session_key": e.session_key,
+        "message_id": e.message_id,
+        "seq": e.seq,
+        "stream": e.stream,
+        "phase": e.phase,
+        "ts_ms": e.ts_ms,
+    }
+    for name in ("text", "tool", "call_id", "stop_reason", "model"):
+        value = getattr(e, name)
+        if value:
+            body[name] = value
+    if e.data_json:
+        body["data"] = json.loads(e.data_json)
+    if e.HasField("usage"):
+        body["usage"] = {
+            "input_tokens": e.usage.input_tokens,
+            "output_tokens": e.usage.output_tokens,
+        }
+    if len(e.message_ids) > 1:
+        body["message_ids"] = list(e.message_ids)
+    return body
+
+
+@router.get("/api/sessions/{key}/events")
+async def session_events(key: str, request: Request) -> StreamingResponse:
+    try:
+        key = validate_session_key(key)
+    except InvalidSessionKey as exc:
+        raise ApiError(400, f"Invalid session key: {exc}", param="key") from exc
+    conversations = request.app.state.conversations
+    nc = conversations.nc
+    subject = conversations.subjects.events(session_token(key))
+    queue: asyncio.Queue[messages_pb2.AgentEvent | None] = asyncio.Queue()
+
+    async def on_event(msg: Msg) -> None:
+        if queue.qsize() >= QUEUE_LIMIT:
+            queue.put_nowait(None)  # too slow: end the stream, the client reconnects
+            return
+        event = messages_pb2.AgentEvent()
+        event.ParseFromString(msg.data)
+        queue.put_nowait(event)
+
+    async def stream() -> AsyncIterator[str]:
+        sub = await nc.subscribe(subject, cb=on_event)
+        try:
+            yield ": connected\n\n"
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                if event is None:
+                    return
+                yield f"event: {event.stream}\ndata: {json.dumps(event_json(event))}\n\n"
+        finally:
+            await sub.unsubscribe()
+
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
