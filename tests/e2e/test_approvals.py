@@ -26,6 +26,9 @@ def script(req: FakeRequest) -> Reply:
         return Reply(text="done: " + " | ".join(req.last_tool_results))
     if req.last_user_text.startswith("exec: "):
         return Reply(tool_calls=[("exec", {"command": req.last_user_text[6:]})])
+    if req.last_user_text.startswith("sh: "):
+        args = {"command": req.last_user_text[4:], "mode": "sandbox"}
+        return Reply(tool_calls=[("exec", args)])
     if req.last_user_text == "time":
         return Reply(tool_calls=[("get_time", {"timezone": "UTC"})])
     return Reply(text="hello")
@@ -241,3 +244,24 @@ def test_tools_invoke(services: ServiceProcesses) -> None:
     with client(services, token="wrong") as c:
         assert c.post("/tools/invoke", json={"tool": "get_time"}).status_code == 401
         assert c.get("/api/approvals").status_code == 401
+
+
+def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -> None:
+    key = "main:approvals:stream"
+    with client(services) as c:
+        tap = EventTap(services, key)
+        try:
+            command = "for i in 1 2 3; do echo line$i; sleep 0.4; done"
+            c.post(f"/api/sessions/{key}/messages", json={"text": f"sh: {command}"})
+            wait_for(lambda: any(e["phase"] == "end" for e in tap.events))
+        finally:
+            tap.close()
+    tool = [e for e in tap.events if e["stream"] == "tool"]
+    phases = [e["phase"] for e in tool]
+    assert phases[0] == "start" and phases[-1] == "result", phases
+    updates = [e["text"] for e in tool if e["phase"] == "update"]
+    assert len(updates) >= 2, tool  # the lines came while the command ran, not in one piece
+    assert "".join(updates) == "line1\nline2\nline3\n"
+    assert tool[-1]["text"] == "line1\nline2\nline3\n"
+    seqs = [e["seq"] for e in tap.events if e["run_id"] == tool[0]["run_id"]]
+    assert seqs == sorted(seqs)

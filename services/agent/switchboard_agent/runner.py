@@ -334,8 +334,12 @@ class Runner:
             store = self.gate.store
             if store is not None and screened.approved:
                 await store.mark(screened.approved, "started_at")
+
+            async def on_update(call: CallRequest, text: str) -> None:
+                await events.emit("tool", "update", tool=call.name, call_id=call.call_id, text=text)
+
             ran = await self.tools.run_all(
-                record.run_id, record.session_key, record.agent, screened.runnable
+                record.run_id, record.session_key, record.agent, screened.runnable, on_update
             )
             results.update((r.call_id, r) for r in ran)
             if store is not None and screened.approved:

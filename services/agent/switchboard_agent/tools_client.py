@@ -7,11 +7,13 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -23,6 +25,8 @@ from .providers.base import ToolSpec
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
+# Tools whose partial output executors stream on sb.tools.update.<call id>.
+STREAMING_TOOLS = frozenset({"exec", "process"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class CallResult:
     content: str
     is_error: bool
     details: dict[str, Any]
+
+
+OnUpdate = Callable[[CallRequest, str], Awaitable[None]]
 
 
 class ToolDispatcher:
@@ -65,9 +72,15 @@ class ToolDispatcher:
         return self._specs
 
     async def run_all(
-        self, run_id: str, session_key: str, agent: str, calls: list[CallRequest]
+        self,
+        run_id: str,
+        session_key: str,
+        agent: str,
+        calls: list[CallRequest],
+        on_update: OnUpdate | None = None,
     ) -> list[CallResult]:
-        """Send all calls of one turn at once and wait for every result (in call order)."""
+        """Send all calls of one turn at once and wait for every result (in call order);
+        ``on_update`` receives the partial output of streaming tools as it arrives."""
         pending: dict[str, asyncio.Future[CallResult]] = {
             c.call_id: asyncio.get_running_loop().create_future() for c in calls
         }
@@ -84,7 +97,11 @@ class ToolDispatcher:
                     CallResult(result.call_id, result.content, result.is_error, details)
                 )
 
-        sub = await self.nc.subscribe(self.subjects.tools_result(run_id), cb=on_result)
+        subs = [await self.nc.subscribe(self.subjects.tools_result(run_id), cb=on_result)]
+        if on_update is not None:
+            for call in calls:
+                if call.name in STREAMING_TOOLS:
+                    subs.append(await self._follow(call, on_update))
         try:
             return list(
                 await asyncio.gather(
@@ -92,7 +109,16 @@ class ToolDispatcher:
                 )
             )
         finally:
-            await sub.unsubscribe()
+            for sub in subs:
+                await sub.unsubscribe()
+
+    async def _follow(self, call: CallRequest, on_update: OnUpdate) -> Subscription:
+        async def on_message(msg: Msg) -> None:
+            update = messages_pb2.ToolUpdate()
+            update.ParseFromString(msg.data)
+            await on_update(call, update.text)
+
+        return await self.nc.subscribe(self.subjects.tools_update(call.call_id), cb=on_message)
 
     async def _call(
         self,

@@ -4,30 +4,58 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from switchboard_tools.registry import ToolRegistry
-from switchboard_tools.sandbox import Sandbox
+from switchboard_tools.net.settings import WebSettings
+from switchboard_tools.procs import ProcessManager
+from switchboard_tools.registry import Tool, ToolRegistry
+from switchboard_tools.sandbox import Sandbox, SpawningSandbox
+from switchboard_tools.tools.apply_patch import ApplyPatchTool
 from switchboard_tools.tools.edit import EditTool
 from switchboard_tools.tools.exec import ExecTool
 from switchboard_tools.tools.get_time import GetTimeTool
 from switchboard_tools.tools.list_dir import ListDirTool
+from switchboard_tools.tools.process import ProcessTool
 from switchboard_tools.tools.read import ReadTool
 from switchboard_tools.tools.search_files import SearchFilesTool
+from switchboard_tools.tools.web_fetch import WebFetchTool
+from switchboard_tools.tools.web_search import WebSearchTool
 from switchboard_tools.tools.write import WriteTool
 
 
-def builtin_registry(sandbox: Sandbox, exec_allowlist: Sequence[str] | None = None) -> ToolRegistry:
+def builtin_registry(
+    sandbox: Sandbox,
+    exec_allowlist: Sequence[str] | None = None,
+    web: WebSettings | None = None,
+    processes: ProcessManager | None = None,
+) -> ToolRegistry:
     """get_time, read, write, edit, list_dir, search_files and exec (``exec_allowlist`` is
     for its allowlist mode; ``None`` means the default allowlist, see
     :data:`switchboard_tools.tools.exec.DEFAULT_EXEC_ALLOWLIST`). With a profiled sandbox
-    (:func:`switchboard_tools.probe.probe_sandbox`) exec also offers mode 'sandbox'."""
+    (:func:`switchboard_tools.probe.probe_sandbox`) exec also offers mode 'sandbox'.
+    web_fetch and web_search take ``web`` (``None``: defaults, no search provider).
+    apply_patch; process (long-running commands) when the sandbox can spawn, with
+    ``processes`` as its manager (``None``: a new one with default limits)."""
     return ToolRegistry(
         [
             GetTimeTool(),
             ReadTool(),
             WriteTool(),
             EditTool(),
+            ApplyPatchTool(),
             SearchFilesTool(),
             ListDirTool(),
             ExecTool(sandbox, allowlist=exec_allowlist),
+            *_process_tools(sandbox, exec_allowlist, processes),
+            WebFetchTool(web),
+            WebSearchTool(web),
         ]
     )
+
+
+def _process_tools(
+    sandbox: Sandbox, allowlist: Sequence[str] | None, processes: ProcessManager | None
+) -> list[Tool]:
+    if processes is None:
+        if not isinstance(sandbox, SpawningSandbox):
+            return []
+        processes = ProcessManager(sandbox)
+    return [ProcessTool(processes, allowlist=allowlist)]

@@ -7,13 +7,18 @@ from pathlib import Path
 from pydantic import Field
 
 from switchboard.settings import CommonSettings
+from switchboard_tools.net.settings import WebSettings
 
 
-class ToolsSettings(CommonSettings):
+class ToolsSettings(CommonSettings, WebSettings):
     workspaces_dir: Path | None = None
     tools_max_concurrency: int = Field(default=8, ge=1, le=1000)
     tools_max_timeout_s: float = Field(default=300.0, gt=0)
     exec_allowlist: list[str] | None = None
+    # The process tool (long-running commands): per agent, lifetime, ring buffer per process.
+    process_max_per_agent: int = Field(default=4, ge=1, le=100)
+    process_max_lifetime_s: float = Field(default=3600.0, gt=0)
+    process_output_cap: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
 
     def workspace_root(self) -> Path:
         return self.workspaces_dir or self.home / "workspaces"

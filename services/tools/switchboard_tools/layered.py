@@ -12,30 +12,31 @@ decided by :func:`switchboard_tools.probe.probe_sandbox`, which runs a trivial c
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import json
-import math
 import os
 import resource
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from switchboard_tools import inner
-from switchboard_tools.bwrap import bwrap_argv
-from switchboard_tools.profile import DEFAULT_PROFILE, SandboxProfile, SandboxUnavailable
-from switchboard_tools.runner import ProcessResult, SpawnOptions, read_report, spawn_and_collect
-from switchboard_tools.sandbox import minimal_env
+from switchboard_tools.launch import attest, prepare_launch
+from switchboard_tools.output import OutputCallback
+from switchboard_tools.profile import DEFAULT_PROFILE, SandboxProfile
+from switchboard_tools.runner import (
+    Child,
+    ProcessResult,
+    await_report,
+    read_report,
+    spawn_and_collect,
+    spawn_background,
+)
 
 _MiB = 1024 * 1024
 _PR_SET_NO_NEW_PRIVS = 38
-INNER_SOURCE = Path(inner.__file__).read_text(encoding="utf-8")
-SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/proc", "/dev")
-DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 _NS_KINDS = ("user", "mnt", "pid", "ipc", "uts")
-INNER_LAYERS = frozenset({"seccomp", "landlock", "namespaces", "no_new_privs"})
+# How long a spawned process may take to report its measured isolation.
+_REPORT_TIMEOUT_S = 10.0
 
 
 def _ns_inode(kind: str) -> int:
@@ -84,8 +85,8 @@ class LayeredSandbox:
         self.exit_grace_s = exit_grace_s
         self.drain_limit_bytes = drain_limit_bytes
         self.layers = Layers()
-        self._host_ns = {kind: _ns_inode(kind) for kind in _NS_KINDS}
-        self._host_net = _ns_inode("net")
+        self.host_ns = {kind: _ns_inode(kind) for kind in _NS_KINDS}
+        self.host_net = _ns_inode("net")
         libc = ctypes.CDLL(None, use_errno=True)
         self._prctl = libc.prctl
 
@@ -134,18 +135,18 @@ class LayeredSandbox:
             "network": profile.network or not self.can_deny_network(),
             "workspace_confined": have["namespaces"] or have["landlock"],
             "minimal_env": True,
-            "rlimits_set": self._rlimit_names(),
+            "rlimits_set": self.rlimit_names(),
             "probe": dict(self.layers.status),
             "profile": profile.describe(),
         }
 
-    def _rlimit_names(self) -> list[str]:
+    def rlimit_names(self) -> list[str]:
         names = ["cpu", "fsize", "nofile", "core", "nproc"]
         return [*names, "as"] if self.address_space_bytes is not None else names
 
-    # -- running -------------------------------------------------------------------------
+    # -- running (the command line is built in switchboard_tools.launch) ---------------
 
-    def _preexec(self, cpu_seconds: int) -> None:
+    def preexec(self, cpu_seconds: int) -> None:
         # Between fork and exec, after the uid change: plain system calls only.
         def lower(which: int, value: int) -> None:
             _, hard = resource.getrlimit(which)
@@ -162,30 +163,6 @@ class LayeredSandbox:
         if self._prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
-    def _hand_workspace_over(self, workspace: Path, namespaces: bool) -> None:
-        """The dedicated uid must be able to write its workspace (the executor, as root,
-        keeps access) and bubblewrap, running as that uid, must be able to reach it."""
-        uid = self.drop_uid
-        if uid is None:
-            return
-        st = workspace.stat()
-        if st.st_uid != uid:
-            # First use by the sandbox: hand over what the executor created so far; later
-            # files created by the executor's tools inherit the owner (inherit_owner).
-            for top, dirs, files in os.walk(workspace):
-                for name in dirs + files:
-                    os.lchown(os.path.join(top, name), uid, uid)
-            os.chown(workspace, uid, uid)
-        if not namespaces:
-            return  # the child enters its cwd before dropping the uid
-        for parent in workspace.parents:
-            st = parent.stat()
-            if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
-                raise SandboxUnavailable(
-                    f"Refused: the sandbox uid {uid} cannot reach the workspace ({parent} is "
-                    "not searchable by it; the operator must give it o+x). Nothing was run."
-                )
-
     async def run(
         self,
         argv: list[str],
@@ -194,6 +171,7 @@ class LayeredSandbox:
         timeout_s: float,
         output_cap: int,
         env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
         profile: SandboxProfile | None = None,
         workspace: Path | None = None,
         layers: Mapping[str, bool] | None = None,
@@ -201,114 +179,86 @@ class LayeredSandbox:
         """Run ``argv`` under every available layer. Raises :class:`SandboxUnavailable` when
         ``profile`` (default: the sandbox's) demands a layer that is missing or was not measured
         in force. ``workspace`` (default ``cwd``) is the only writable directory. ``layers``
-        switches layers off (the probe uses it; tools never do)."""
-        if not argv:
-            raise ValueError("empty argv")
-        profile = profile or self.default_profile
-        use = {**self.available(), **(layers or {})}
-        missing = self.missing(profile) if layers is None else []
-        if missing:
-            raise SandboxUnavailable(
-                "Refused: this call's sandbox profile requires isolation this executor cannot "
-                f"provide ({', '.join(missing)}); it was not run."
-            )
-        python = self.layers.python
-        if python is None:
-            raise SandboxUnavailable("Refused: the sandbox was not probed; nothing was run.")
-        workspace = workspace or cwd
-        use_ns = bool(use["namespaces"]) and self.layers.bwrap is not None
-        self._hand_workspace_over(workspace, use_ns)
-        report_r, report_w = os.pipe()
-        fds: list[int] = [report_w]
+        switches layers off (the probe uses it; tools never do). ``on_output`` receives output
+        as it arrives (see :func:`~switchboard_tools.runner.spawn_and_collect`)."""
+        launch = prepare_launch(
+            self,
+            argv,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            env=env,
+            profile=profile,
+            workspace=workspace,
+            layers=layers,
+        )
         try:
-            ws_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            fds.append(ws_fd)
-            cfg: dict[str, Any] = {
-                "report_fd": report_w,
-                "seccomp": bool(use["seccomp"]),
-                "landlock": bool(use["landlock"]),
-                "network": profile.network,
-                "ro": list(SYSTEM_RO),
-                "rw": [ws_fd, "/tmp"] if use_ns else [ws_fd],
-                "dev": list(DEV_FILES),
-                "require": sorted(profile.require & INNER_LAYERS),
-                "host_ns": self._host_ns if use_ns else {},
-                "host_net": self._host_net,
-                "nproc": self.nproc,
-            }
-            command = [python, "-I", "-S", "-c", INNER_SOURCE, json.dumps(cfg), *argv]
-            if use_ns and self.layers.bwrap is not None:
-                bw_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                fds.append(bw_fd)
-                prefix = bwrap_argv(
-                    self.layers.bwrap,
-                    ws_fd=bw_fd,
-                    workspace=workspace,
-                    cwd=cwd,
-                    network=profile.network,
-                    python=python,
-                    tmp_size_bytes=self.tmp_size_bytes,
-                )
-                command = prefix + command
-            cpu_seconds = max(1, math.ceil(timeout_s) + 1)
-            options = SpawnOptions(
-                preexec=lambda: self._preexec(cpu_seconds),
-                pass_fds=tuple(fds),
-                user=self.drop_uid,
-                group=self.drop_uid,
-            )
-            extra_env = {"TMPDIR": "/tmp"} if use_ns else {}
             result = await spawn_and_collect(
-                command,
+                launch.command,
                 cwd=cwd,
-                env=minimal_env(cwd, {**extra_env, **(env or {})}),
+                env=launch.env,
                 timeout_s=timeout_s,
                 output_cap=output_cap,
-                options=options,
+                options=launch.options,
                 exit_grace_s=self.exit_grace_s,
                 drain_limit_bytes=self.drain_limit_bytes,
+                on_output=on_output,
             )
         finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            report = read_report(report_r)
-        return self._attest(result, report, profile, use_ns)
+            launch.close_fds()
+            report = read_report(launch.report_r)
+        isolation = attest(self, report, launch, result.output, result.timed_out)
+        return replace(result, isolation=isolation)
 
-    def _attest(
+    async def spawn(
         self,
-        result: ProcessResult,
-        report: dict[str, Any] | None,
-        profile: SandboxProfile,
-        ns: bool,
-    ) -> ProcessResult:
-        if report is None:
-            if result.timed_out:
-                detail = "it timed out before its isolation could be measured"
-            else:
-                detail = f"the sandbox failed to start: {result.output.strip()[-300:]}"
-            raise SandboxUnavailable(f"Refused: {detail}. The command was not run.")
-        isolation = {
-            "sandbox": "bwrap" if ns else "process",
-            "process_group": True,
-            "rlimits_set": self._rlimit_names(),
-            "host_uid": self.run_uid,
-            "minimal_env": True,
-            "profile": profile.describe(),
-            **report,
-        }
-        isolation["workspace_confined"] = bool(report.get("namespaces") or report.get("landlock"))
-        if not report.get("ok"):
-            missing = ", ".join(report.get("missing", [])) or "unknown"
-            raise SandboxUnavailable(
-                f"Refused: required isolation was not in force when measured ({missing}); "
-                "the command was not run."
-            )
-        return ProcessResult(
-            exit_code=result.exit_code,
-            output=result.output,
-            truncated=result.truncated,
-            timed_out=result.timed_out,
-            duration_ms=result.duration_ms,
-            isolation=isolation,
+        argv: list[str],
+        *,
+        cwd: Path,
+        lifetime_s: float,
+        output_cap: int,
+        env: Mapping[str, str] | None = None,
+        profile: SandboxProfile | None = None,
+        workspace: Path | None = None,
+    ) -> Child:
+        """Start ``argv`` under every available layer and leave it running (see
+        :func:`~switchboard_tools.runner.spawn_background`); returns once its isolation was
+        measured in force (``Child.isolation``), else kills it and raises
+        :class:`SandboxUnavailable`."""
+        launch = prepare_launch(
+            self,
+            argv,
+            cwd=cwd,
+            timeout_s=lifetime_s,
+            env=env,
+            profile=profile,
+            workspace=workspace,
+            layers=None,
         )
+        try:
+            try:
+                child = await spawn_background(
+                    launch.command,
+                    cwd=cwd,
+                    env=launch.env,
+                    lifetime_s=lifetime_s,
+                    output_cap=output_cap,
+                    options=launch.options,
+                    exit_grace_s=self.exit_grace_s,
+                )
+            finally:
+                launch.close_fds()
+        except BaseException:
+            os.close(launch.report_r)
+            raise
+        try:
+            report = await await_report(launch.report_r, _REPORT_TIMEOUT_S)
+            if report is None or not report.get("ok"):
+                child.kill()
+                await child.finish()
+            output = bytes(child.sink.data).decode("utf-8", errors="replace")
+            child.isolation = attest(self, report, launch, output, child.timed_out)
+        except BaseException:
+            child.kill()
+            await child.finish()
+            raise
+        return child

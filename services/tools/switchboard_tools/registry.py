@@ -12,7 +12,7 @@ import copy
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,13 +31,18 @@ _MAX_ERRORS = 20
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who is calling and where: the agent's workspace and the time budget for this call."""
+    """Who is calling and where: the agent's workspace and the time budget for this call.
+    ``on_update``, when set, receives partial output while the tool runs (tools that stream,
+    such as exec, call it with coalesced text pieces; the result stays authoritative)."""
 
     agent: str
     session_key: str
     call_id: str
     workspace: Path
     timeout_s: float
+    on_update: Callable[[str], Awaitable[None]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclass

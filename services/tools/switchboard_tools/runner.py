@@ -1,63 +1,46 @@
-"""Spawning one sandboxed child and collecting its output: the mechanics every sandbox shares.
-
-The child leads its own session / process group, gets only the environment it is given, stdin
-from ``/dev/null`` and stdout+stderr merged into a pipe we own. The whole group is killed when
-the command ends, times out or the caller is cancelled.
+"""Running sandboxed commands: to completion (:func:`spawn_and_collect`) or left running under
+a supervisor task (:func:`spawn_background`, for long-running processes, output in a ring
+buffer), and reading the sandbox wrapper's report. The mechanics of one child are in
+:mod:`switchboard_tools.child`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import errno
 import json
 import os
-import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-_READ_CHUNK = 64 * 1024
-_PR_SET_CHILD_SUBREAPER = 36
-# Children this module started and still waits for (asyncio's watcher reaps those).
-_ACTIVE: set[int] = set()
+from switchboard_tools.child import (
+    Child,
+    LaunchFailed,
+    SpawnOptions,
+    become_subreaper,
+    kill_group,
+    reap_orphans,
+    with_parent_death_signal,
+)
+from switchboard_tools.output import Output, OutputCallback, OutputStreamer, RingOutput
 
-
-def become_subreaper() -> bool:
-    """Make this process the reaper of orphans its sandboxes leave (bubblewrap's pid-1 helper,
-    processes of a killed group), so they are reaped by :func:`reap_orphans` instead of piling
-    up as zombies that count against the sandbox uid's process limit."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def reap_orphans() -> int:
-    """Reap zombie children that are not ours to await (orphans reparented to us)."""
-    me = os.getpid()
-    reaped = 0
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.isdigit() or int(entry) in _ACTIVE:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == b"Z" and int(fields[1]) == me:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry), os.WNOHANG)
-                reaped += 1
-    return reaped
+__all__ = [
+    "Child",
+    "LaunchFailed",
+    "Output",
+    "ProcessResult",
+    "SpawnOptions",
+    "await_report",
+    "become_subreaper",
+    "kill_group",
+    "read_report",
+    "reap_orphans",
+    "spawn_and_collect",
+    "spawn_background",
+]
 
 
 @dataclass(frozen=True)
@@ -78,44 +61,6 @@ class ProcessResult:
     isolation: dict[str, Any] | None = field(default=None, compare=False)
 
 
-class Output:
-    """Keeps the first ``cap`` bytes, counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = max(0, cap)
-        self.data = bytearray()
-        self.total = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.data)
-
-    def feed(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.total += len(chunk)
-
-    def text(self) -> str:
-        return bytes(self.data).decode("utf-8", errors="replace")
-
-
-def kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class SpawnOptions:
-    """How to start the child: ``preexec`` runs between fork and exec (after the uid change);
-    ``pass_fds`` stay open in the child; ``user``/``group`` drop to that uid/gid (root only)."""
-
-    preexec: Callable[[], None] | None = None
-    pass_fds: Sequence[int] = ()
-    user: int | None = None
-    group: int | None = None
-
-
 async def spawn_and_collect(
     argv: list[str],
     *,
@@ -126,122 +71,62 @@ async def spawn_and_collect(
     options: SpawnOptions,
     exit_grace_s: float,
     drain_limit_bytes: int,
+    on_output: OutputCallback | None = None,
 ) -> ProcessResult:
-    """Run ``argv`` and collect its output. ``exit_grace_s``: once the command exits, how long
-    leftover processes holding its output open may keep it open before the group is killed.
-    Output past the cap is read and discarded up to ``drain_limit_bytes``, then the group is
-    killed (so ``yes`` cannot burn CPU for the whole timeout)."""
-    if not argv:
-        raise ValueError("empty argv")
-    loop = asyncio.get_running_loop()
+    """Run ``argv`` to completion and collect its output (see :meth:`Child.start` and
+    :meth:`Child.supervise` for the limits). ``on_output`` receives the output as it arrives
+    (only what fits in the cap), coalesced by an :class:`OutputStreamer`; every piece has been
+    handed over before this returns."""
     started = time.monotonic()
-    deadline = started + max(0.0, timeout_s)
-
-    def elapsed_ms() -> float:
-        return (time.monotonic() - started) * 1000.0
-
-    # Our own pipe rather than stdout=PIPE: asyncio's Process.wait() would otherwise wait
-    # for the pipe to close, which a leftover grandchild can delay forever.
-    read_fd, write_fd = os.pipe()
-    extra: dict[str, Any] = {}
-    if options.user is not None:
-        extra.update(user=options.user, group=options.group, extra_groups=[])
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=tuple(options.pass_fds),
-            preexec_fn=options.preexec,
-            **extra,
-        )
-    except OSError as exc:
-        os.close(read_fd)
-        if exc.filename == str(cwd) or exc.errno not in (errno.ENOENT, errno.EACCES):
-            raise  # a bad cwd or something unexpected: not the command's fault
-        if exc.errno == errno.ENOENT:
-            message, code = "command not found", 127
-        else:
-            message, code = "permission denied", 126
-        return ProcessResult(code, f"{argv[0]}: {message}\n", False, False, elapsed_ms())
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)
-
-    pgid = proc.pid  # start_new_session: the child leads its own process group
-    _ACTIVE.add(pgid)
     output = Output(output_cap)
-    stream = asyncio.StreamReader()
-    transport: asyncio.BaseTransport | None = None
-    pump: asyncio.Task[None] | None = None
-    waiter: asyncio.Task[int] = asyncio.create_task(proc.wait())
-    timed_out = False
+    streamer = OutputStreamer(on_output) if on_output is not None else None
     try:
-        pipe = os.fdopen(read_fd, "rb", buffering=0)
-    except BaseException:
-        os.close(read_fd)
-        kill_group(pgid)
-        raise
-    try:
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), pipe
-        )
-
-        async def read_all() -> None:
-            while chunk := await stream.read(_READ_CHUNK):
-                output.feed(chunk)
-                if output.total > max(drain_limit_bytes, output.cap):
-                    kill_group(pgid)
-                    return
-
-        pump = asyncio.create_task(read_all())
-        done, _ = await asyncio.wait({waiter}, timeout=max(0.0, deadline - time.monotonic()))
-        if waiter in done:
-            # Exited: let the pipe drain; leftovers still holding it get killed below.
-            grace = min(exit_grace_s, max(0.0, deadline - time.monotonic()))
-            await asyncio.wait({pump}, timeout=grace)
-        else:
-            timed_out = True
-    finally:
-        kill_group(pgid)
         try:
-            await asyncio.wait({waiter}, timeout=5.0)
-            if pump is not None:
-                # Everything in the group is dead; a process that left the group could
-                # still hold the pipe, so do not wait long for EOF.
-                await asyncio.wait({pump}, timeout=0.5)
-        finally:
-            if pump is not None:
-                pump.cancel()
-            if transport is not None:
-                transport.close()
-            else:
-                pipe.close()
-            if not waiter.done():
-                waiter.cancel()
-            else:
-                _ACTIVE.discard(pgid)
-            # Killed leftovers become zombies a moment later.
-            reap_orphans()
-            for delay in (0.2, 1.0, 3.0):
-                loop.call_later(delay, reap_orphans)
-
-    finished = waiter.done() and not waiter.cancelled()
-    exit_code = waiter.result() if finished and not timed_out else None
+            child = await Child.start(
+                argv,
+                cwd=cwd,
+                env=env,
+                options=options,
+                sink=output,
+                on_chunk=streamer.feed if streamer is not None else None,
+                drain_limit_bytes=drain_limit_bytes,
+            )
+        except LaunchFailed as exc:
+            elapsed = (time.monotonic() - started) * 1000.0
+            return ProcessResult(exc.exit_code, f"{exc.message}\n", False, False, elapsed)
+        await child.supervise(timeout_s, exit_grace_s)
+        if streamer is not None:
+            await streamer.close()
+    finally:
+        if streamer is not None:
+            streamer.abort()
     return ProcessResult(
-        exit_code=exit_code,
+        exit_code=child.exit_code,
         output=output.text(),
         truncated=output.truncated,
-        timed_out=timed_out,
-        duration_ms=elapsed_ms(),
+        timed_out=child.timed_out,
+        duration_ms=child.duration_ms(),
     )
+
+
+async def spawn_background(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    lifetime_s: float,
+    output_cap: int,
+    options: SpawnOptions,
+    exit_grace_s: float,
+) -> Child:
+    """Start ``argv`` and leave it running under a supervisor task that kills its group after
+    ``lifetime_s`` (``Child.timed_out``) or once it exits. Its output goes to a ring buffer
+    keeping the last ``output_cap`` bytes. It is killed if this process dies. Raises
+    :class:`LaunchFailed`."""
+    options = replace(options, preexec=with_parent_death_signal(options.preexec))
+    child = await Child.start(argv, cwd=cwd, env=env, options=options, sink=RingOutput(output_cap))
+    child.supervisor = asyncio.create_task(child.supervise(lifetime_s, exit_grace_s))
+    return child
 
 
 def read_report(fd: int) -> dict[str, Any] | None:
@@ -255,6 +140,37 @@ def read_report(fd: int) -> dict[str, Any] | None:
                 data += chunk
     finally:
         os.close(fd)
+    return _parse_report(data)
+
+
+async def await_report(fd: int, timeout_s: float) -> dict[str, Any] | None:
+    """Read the sandbox wrapper's JSON report while the command keeps running: until EOF or
+    until what was read is a complete JSON object (whichever comes first), within
+    ``timeout_s``. Closes ``fd``."""
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader()
+    try:
+        pipe = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
+    data = b""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while chunk := await stream.read(65536):
+                data += chunk
+                report = _parse_report(data)
+                if report is not None:
+                    return report
+    except TimeoutError:
+        return None
+    finally:
+        transport.close()
+    return _parse_report(data)
+
+
+def _parse_report(data: bytes) -> dict[str, Any] | None:
     try:
         report = json.loads(data)
     except ValueError:

@@ -17,8 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from switchboard_tools.output import OutputCallback
 from switchboard_tools.profile import SandboxProfile
-from switchboard_tools.runner import ProcessResult, SpawnOptions, spawn_and_collect
+from switchboard_tools.runner import (
+    Child,
+    ProcessResult,
+    SpawnOptions,
+    spawn_and_collect,
+    spawn_background,
+)
 
 __all__ = [
     "SANDBOX_PATH",
@@ -26,6 +33,7 @@ __all__ = [
     "ProcessSandbox",
     "ProfiledSandbox",
     "Sandbox",
+    "SpawningSandbox",
     "minimal_env",
 ]
 
@@ -49,9 +57,11 @@ class Sandbox(Protocol):
         timeout_s: float,
         output_cap: int,
         env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ProcessResult:
         """Run ``argv`` (no shell) in ``cwd``. ``env`` adds variables to the minimal
-        environment. Output beyond ``output_cap`` bytes is dropped and reported as truncated."""
+        environment. Output beyond ``output_cap`` bytes is dropped and reported as truncated.
+        ``on_output`` receives the output (within the cap) while it arrives, coalesced."""
         ...
 
     def attestation(self) -> dict[str, Any]:
@@ -68,6 +78,27 @@ class ProfiledSandbox(Sandbox, Protocol):
 
     def missing(self, profile: SandboxProfile) -> list[str]:
         """The layers ``profile`` demands that this sandbox cannot provide."""
+        ...
+
+
+@runtime_checkable
+class SpawningSandbox(Sandbox, Protocol):
+    """A sandbox that can also leave a command running (the ``process`` tool) under the same
+    layers as :meth:`Sandbox.run`. A profiled sandbox's ``spawn`` also takes ``profile=`` and
+    ``workspace=`` keyword arguments, and raises when the isolation was not measured in force."""
+
+    async def spawn(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        lifetime_s: float,
+        output_cap: int,
+        env: Mapping[str, str] | None = None,
+    ) -> Child:
+        """Start ``argv`` in ``cwd``; its group is killed after ``lifetime_s``, when it exits
+        (after a short grace) or on :meth:`Child.kill`. The last ``output_cap`` bytes of its
+        output are kept in a ring buffer (``Child.sink``)."""
         ...
 
 
@@ -169,6 +200,7 @@ class ProcessSandbox:
         timeout_s: float,
         output_cap: int,
         env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ProcessResult:
         cpu_seconds = max(1, math.ceil(timeout_s) + 1)
         return await spawn_and_collect(
@@ -180,4 +212,25 @@ class ProcessSandbox:
             options=SpawnOptions(preexec=lambda: self._preexec(cpu_seconds)),
             exit_grace_s=self.exit_grace_s,
             drain_limit_bytes=self.drain_limit_bytes,
+            on_output=on_output,
+        )
+
+    async def spawn(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        lifetime_s: float,
+        output_cap: int,
+        env: Mapping[str, str] | None = None,
+    ) -> Child:
+        cpu_seconds = max(1, math.ceil(lifetime_s) + 1)
+        return await spawn_background(
+            argv,
+            cwd=cwd,
+            env=minimal_env(cwd, env),
+            lifetime_s=lifetime_s,
+            output_cap=output_cap,
+            options=SpawnOptions(preexec=lambda: self._preexec(cpu_seconds)),
+            exit_grace_s=self.exit_grace_s,
         )

@@ -22,8 +22,11 @@ from .config import ToolsSettings
 from .errors import ToolError
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .probe import probe_sandbox
+from .procbus import ProcessBus
+from .procs import ProcessLimits, ProcessManager
 from .registry import ToolContext, ToolOutput, ToolRegistry
 from .sandbox import Sandbox
+from .updates import update_publisher
 from .workspace import ensure_workspace
 
 log = logging.getLogger(__name__)
@@ -32,13 +35,38 @@ tracer = trace.get_tracer("switchboard.tools")
 
 class Executor:
     def __init__(
-        self, rt: ServiceRuntime, settings: ToolsSettings, registry: ToolRegistry, sandbox: Sandbox
+        self,
+        rt: ServiceRuntime,
+        settings: ToolsSettings,
+        registry: ToolRegistry,
+        sandbox: Sandbox,
+        processes: ProcessManager | None = None,
     ) -> None:
+        """``processes``: the manager of the process tool, served to the other replicas
+        by :meth:`serve_processes` and killed by :meth:`close`."""
         self.rt = rt
         self.settings = settings
         self.registry = registry
         self.isolation = json.dumps(sandbox.attestation())
         self.running: dict[str, set[asyncio.Task[ToolOutput]]] = {}
+        self.processes = processes
+        self.process_bus: ProcessBus | None = None
+
+    async def serve_processes(self) -> None:
+        """Answer poll/kill/list for this executor's processes on sb.tools.proc.<id>."""
+        if self.processes is not None and self.process_bus is None:
+            self.process_bus = ProcessBus(self.rt.nc, self.rt.subjects, self.processes)
+            await self.process_bus.start()
+
+    async def close(self) -> None:
+        """Stop serving process requests and kill every process this executor runs."""
+        try:
+            if self.process_bus is not None:
+                await self.process_bus.stop()
+        finally:
+            self.process_bus = None
+            if self.processes is not None:
+                await self.processes.shutdown()
 
     async def cancel_run(self, msg: Msg) -> None:
         """A run was interrupted: cancel its calls in flight (the sandbox kills their process
@@ -108,15 +136,27 @@ class Executor:
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
         timeout = min(call.timeout_s or 60.0, self.settings.tools_max_timeout_s)
-        ctx = ToolContext(call.agent, call.session_key, call.call_id, workspace, timeout)
+        on_update = update_publisher(self.rt.nc, self.rt.subjects, call)
+        ctx = ToolContext(call.agent, call.session_key, call.call_id, workspace, timeout, on_update)
         return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
 
 
 async def serve(settings: ToolsSettings) -> None:
     async with ServiceRuntime("tools", settings) as rt:
         sandbox = await probe_sandbox()
-        registry = builtin_registry(sandbox, settings.exec_allowlist)
-        executor = Executor(rt, settings, registry, sandbox)
+        processes = ProcessManager(
+            sandbox,
+            ProcessLimits(
+                max_per_agent=settings.process_max_per_agent,
+                max_lifetime_s=settings.process_max_lifetime_s,
+                output_cap=settings.process_output_cap,
+            ),
+        )
+        registry = builtin_registry(
+            sandbox, settings.exec_allowlist, web=settings, processes=processes
+        )
+        executor = Executor(rt, settings, registry, sandbox, processes)
+        await executor.serve_processes()
         await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
         await rt.nc.subscribe(rt.subjects.tools_cancel("*"), cb=executor.cancel_run)
         sub = await bus.durable_pull(
@@ -133,6 +173,7 @@ async def serve(settings: ToolsSettings) -> None:
         await rt.wait_stopped()
         task.cancel()
         await worker.drain()
+        await executor.close()
 
 
 def main() -> None:

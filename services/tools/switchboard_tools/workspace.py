@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from switchboard_tools.errors import ToolError
+from switchboard_tools.profile import SandboxUnavailable
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -93,3 +94,30 @@ def inherit_owner(workspace: Path, path: Path, fd: int | None = None) -> None:
         os.fchown(fd, st.st_uid, st.st_gid)
     else:
         os.lchown(path, st.st_uid, st.st_gid)
+
+
+def hand_workspace_over(workspace: Path, uid: int | None, namespaces: bool) -> None:
+    """Make ``workspace`` usable by the sandbox's dedicated ``uid`` (``None``: no uid change).
+
+    The dedicated uid must be able to write its workspace (the executor, as root, keeps
+    access) and bubblewrap, running as that uid, must be able to reach it.
+    """
+    if uid is None:
+        return
+    st = workspace.stat()
+    if st.st_uid != uid:
+        # First use by the sandbox: hand over what the executor created so far; later
+        # files created by the executor's tools inherit the owner (inherit_owner).
+        for top, dirs, files in os.walk(workspace):
+            for name in dirs + files:
+                os.lchown(os.path.join(top, name), uid, uid)
+        os.chown(workspace, uid, uid)
+    if not namespaces:
+        return  # the child enters its cwd before dropping the uid
+    for parent in workspace.parents:
+        st = parent.stat()
+        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+            raise SandboxUnavailable(
+                f"Refused: the sandbox uid {uid} cannot reach the workspace ({parent} is "
+                "not searchable by it; the operator must give it o+x). Nothing was run."
+            )

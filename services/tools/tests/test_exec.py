@@ -258,7 +258,9 @@ class FakeSandbox:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], Path, float, int]] = []
 
-    async def run(self, argv, *, cwd, timeout_s, output_cap, env=None) -> ProcessResult:
+    async def run(
+        self, argv, *, cwd, timeout_s, output_cap, env=None, on_output=None
+    ) -> ProcessResult:
         self.calls.append((argv, cwd, timeout_s, output_cap))
         return ProcessResult(3, "partial", True, False, 1.5)
 

@@ -82,12 +82,16 @@ async def test_builtin_specs_are_valid_closed_objects() -> None:
     reg = builtin_registry(ProcessSandbox())
     specs = reg.specs()
     assert [s["name"] for s in specs] == [
+        "apply_patch",
         "edit",
         "exec",
         "get_time",
         "list_dir",
+        "process",
         "read",
         "search_files",
+        "web_fetch",
+        "web_search",
         "write",
     ]
     for spec in specs:

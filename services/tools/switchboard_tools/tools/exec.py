@@ -156,6 +156,26 @@ def format_result(
     return output + "\n".join(markers)
 
 
+def prepare_command(
+    args: dict[str, Any], ctx: ToolContext, sandbox: Sandbox, allowlist: frozenset[str]
+) -> tuple[list[str], Path]:
+    """argv and working directory for ``command``/``mode``/``cwd`` arguments, with every check
+    of exec (shared by the process tool)."""
+    cwd = resolve_in_workspace(ctx.workspace, args.get("cwd", "."))
+    if not cwd.is_dir():
+        raise ToolError(f"Working directory {args.get('cwd', '.')!r} is not a directory")
+    if args.get("mode", "allowlist") == "sandbox":
+        if not isinstance(sandbox, ProfiledSandbox):
+            raise SandboxUnavailable(
+                "Refused: mode 'sandbox' needs an isolation sandbox and this executor only "
+                "has a plain process sandbox; use mode 'allowlist'."
+            )
+        return ["/bin/sh", "-c", args["command"]], cwd
+    argv = parse_command(args["command"], allowlist)
+    check_arguments(argv, ctx.workspace, cwd)
+    return argv, cwd
+
+
 class ExecTool(Tool):
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
@@ -227,19 +247,7 @@ class ExecTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         mode = args.get("mode", "allowlist")
-        cwd = resolve_in_workspace(ctx.workspace, args.get("cwd", "."))
-        if not cwd.is_dir():
-            raise ToolError(f"Working directory {args.get('cwd', '.')!r} is not a directory")
-        if mode == "sandbox":
-            if not isinstance(self.sandbox, ProfiledSandbox):
-                raise SandboxUnavailable(
-                    "Refused: mode 'sandbox' needs an isolation sandbox and this executor only "
-                    "has a plain process sandbox; use mode 'allowlist'."
-                )
-            argv = ["/bin/sh", "-c", args["command"]]
-        else:
-            argv = parse_command(args["command"], self.allowlist)
-            check_arguments(argv, ctx.workspace, cwd)
+        argv, cwd = prepare_command(args, ctx, self.sandbox, self.allowlist)
         requested = args.get("timeout_s")
         timeout_s = self.effective_timeout(float(requested) if requested else None, ctx)
         result = await self._run(argv, cwd, timeout_s, ctx)
@@ -276,10 +284,11 @@ class ExecTool(Tool):
                 cwd=cwd,
                 timeout_s=timeout_s,
                 output_cap=self.output_cap,
+                on_output=ctx.on_update,
                 profile=self.profile,
                 workspace=ctx.workspace,
             )
             return result
         return await self.sandbox.run(
-            argv, cwd=cwd, timeout_s=timeout_s, output_cap=self.output_cap
+            argv, cwd=cwd, timeout_s=timeout_s, output_cap=self.output_cap, on_output=ctx.on_update
         )

@@ -1,0 +1,299 @@
+"""One sandboxed child: launched in its own session / process group with stdout+stderr merged
+into a pipe we own, its output pumped into a buffer, and the whole group killed when it ends,
+times out, is killed, or the caller is cancelled. Also the reaping of orphans the sandboxes
+leave behind (this process is their subreaper)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from switchboard_tools.errors import ToolError
+from switchboard_tools.output import Output, RingOutput
+
+_READ_CHUNK = 64 * 1024
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+# Children this module started and still waits for (asyncio's watcher reaps those).
+_ACTIVE: set[int] = set()
+# Launches in flight: their child exists before its pid is known, so no reaping meanwhile
+# (a quick command could be a zombie already, and reaping it would steal asyncio's status).
+_LAUNCHING = 0
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of orphans its sandboxes leave (bubblewrap's pid-1 helper,
+    processes of a killed group), so they are reaped by :func:`reap_orphans` instead of piling
+    up as zombies that count against the sandbox uid's process limit."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans() -> int:
+    """Reap zombie children that are not ours to await (orphans reparented to us)."""
+    if _LAUNCHING:
+        return 0  # a later call (they are scheduled after every finish) catches up
+    me = os.getpid()
+    reaped = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit() or int(entry) in _ACTIVE:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == b"Z" and int(fields[1]) == me:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry), os.WNOHANG)
+                reaped += 1
+    return reaped
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class SpawnOptions:
+    """How to start the child: ``preexec`` runs between fork and exec (after the uid change);
+    ``pass_fds`` stay open in the child; ``user``/``group`` drop to that uid/gid (root only)."""
+
+    preexec: Callable[[], None] | None = None
+    pass_fds: Sequence[int] = ()
+    user: int | None = None
+    group: int | None = None
+
+
+def with_parent_death_signal(preexec: Callable[[], None] | None) -> Callable[[], None]:
+    """``preexec``, then ``PR_SET_PDEATHSIG(SIGKILL)``: the child is killed if the executor
+    dies without cleaning up (set last, as a uid change would clear it). For long-running
+    children; bubblewrap's ``--die-with-parent`` then takes the whole sandbox down with it."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before the fork
+
+    def run() -> None:
+        if preexec is not None:
+            preexec()
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+    return run
+
+
+class LaunchFailed(ToolError):
+    """The program itself could not be executed (not found / not executable)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+async def _launch(
+    argv: list[str], cwd: Path, env: Mapping[str, str], options: SpawnOptions
+) -> tuple[asyncio.subprocess.Process, int]:
+    """Start ``argv`` writing stdout+stderr into a pipe; return the process and the read end."""
+    # Our own pipe rather than stdout=PIPE: asyncio's Process.wait() would otherwise wait
+    # for the pipe to close, which a leftover grandchild can delay forever.
+    global _LAUNCHING
+    read_fd, write_fd = os.pipe()
+    extra: dict[str, Any] = {}
+    if options.user is not None:
+        extra.update(user=options.user, group=options.group, extra_groups=[])
+    _LAUNCHING += 1
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=tuple(options.pass_fds),
+            preexec_fn=options.preexec,
+            **extra,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        if exc.filename == str(cwd) or exc.errno not in (errno.ENOENT, errno.EACCES):
+            raise  # a bad cwd or something unexpected: not the command's fault
+        if exc.errno == errno.ENOENT:
+            raise LaunchFailed(f"{argv[0]}: command not found", 127) from exc
+        raise LaunchFailed(f"{argv[0]}: permission denied", 126) from exc
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+        _LAUNCHING -= 1
+    _ACTIVE.add(proc.pid)  # before any await: from here on reap_orphans leaves it alone
+    return proc, read_fd
+
+
+class Child:
+    """A started child: its process group (it leads it), the pump feeding its output into
+    ``sink``, and its exit. ``activity`` is set whenever output arrives or it finishes."""
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        sink: Output | RingOutput,
+        started: float,
+        on_chunk: Callable[[bytes], None] | None,
+        drain_limit_bytes: int | None,
+    ) -> None:
+        self.pgid = proc.pid  # start_new_session: the child leads its own process group
+        _ACTIVE.add(self.pgid)
+        self.sink = sink
+        self.started = started
+        self.ended: float | None = None
+        self.on_chunk = on_chunk
+        self.drain_limit_bytes = drain_limit_bytes
+        self.waiter: asyncio.Task[int] = asyncio.create_task(proc.wait())
+        self.timed_out = False
+        self.killed = False
+        self.activity = asyncio.Event()
+        self.finished = asyncio.Event()
+        self.supervisor: asyncio.Task[None] | None = None
+        self.isolation: dict[str, Any] | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._pipe: Any = None
+        self._finishing = False
+
+    @classmethod
+    async def start(
+        cls,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        options: SpawnOptions,
+        sink: Output | RingOutput,
+        on_chunk: Callable[[bytes], None] | None = None,
+        drain_limit_bytes: int | None = None,
+    ) -> Child:
+        """Launch and start reading. Raises :class:`LaunchFailed` when the program cannot be
+        executed. ``drain_limit_bytes``: once this much output (and at least the sink's cap) was
+        read, the group is killed (so ``yes`` cannot burn CPU for the whole timeout)."""
+        if not argv:
+            raise ValueError("empty argv")
+        started = time.monotonic()
+        proc, read_fd = await _launch(argv, cwd, env, options)
+        child = cls(proc, sink, started, on_chunk, drain_limit_bytes)
+        try:
+            child._pipe = os.fdopen(read_fd, "rb", buffering=0)
+        except BaseException:
+            os.close(read_fd)
+            await child.finish()
+            raise
+        try:
+            stream = asyncio.StreamReader()
+            child._transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stream), child._pipe
+            )
+            child._pump = asyncio.create_task(child._read(stream))
+        except BaseException:
+            await child.finish()
+            raise
+        return child
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        cap = self.sink.cap
+        while chunk := await stream.read(_READ_CHUNK):
+            kept = self.sink.feed(chunk)
+            if kept and self.on_chunk is not None:
+                self.on_chunk(kept)
+            self.activity.set()
+            limit = self.drain_limit_bytes
+            if limit is not None and self.sink.total > max(limit, cap):
+                kill_group(self.pgid)
+                return
+
+    @property
+    def exit_code(self) -> int | None:
+        """``None`` while running or when killed for its timeout; ``-N``: killed by signal N."""
+        waiter = self.waiter
+        if waiter.done() and not waiter.cancelled() and not self.timed_out:
+            return waiter.result()
+        return None
+
+    def duration_ms(self) -> float:
+        end = self.ended if self.ended is not None else time.monotonic()
+        return (end - self.started) * 1000.0
+
+    def kill(self) -> None:
+        """Kill the whole group now (the supervisor then cleans up)."""
+        if not self.finished.is_set():
+            self.killed = self.killed or not self.waiter.done()  # else it had exited already
+            kill_group(self.pgid)
+
+    async def supervise(self, timeout_s: float, exit_grace_s: float) -> None:
+        """Wait for the exit or ``timeout_s`` from the start, then kill the group and clean up.
+        ``exit_grace_s``: once the command exits, how long leftover processes holding its
+        output open may keep it open before the group is killed."""
+        deadline = self.started + max(0.0, timeout_s)
+        try:
+            remaining = max(0.0, deadline - time.monotonic())
+            done, _ = await asyncio.wait({self.waiter}, timeout=remaining)
+            if self.waiter in done:
+                # Exited: let the pipe drain; leftovers still holding it get killed below.
+                if self._pump is not None:
+                    grace = min(exit_grace_s, max(0.0, deadline - time.monotonic()))
+                    await asyncio.wait({self._pump}, timeout=grace)
+            else:
+                self.timed_out = True
+        finally:
+            await self.finish()
+
+    async def finish(self) -> None:
+        """Kill the group, reap, release the pipe (idempotent; a second caller waits for the
+        first, whose waits are bounded)."""
+        if self._finishing:
+            await self.finished.wait()
+            return
+        self._finishing = True
+        kill_group(self.pgid)
+        try:
+            await asyncio.wait({self.waiter}, timeout=5.0)
+            if self._pump is not None:
+                # Everything in the group is dead; a process that left the group could
+                # still hold the pipe, so do not wait long for EOF.
+                await asyncio.wait({self._pump}, timeout=0.5)
+        finally:
+            if self._pump is not None:
+                self._pump.cancel()
+            if self._transport is not None:
+                self._transport.close()
+            elif self._pipe is not None:
+                self._pipe.close()
+            if not self.waiter.done():
+                self.waiter.cancel()
+            else:
+                _ACTIVE.discard(self.pgid)
+            # Killed leftovers become zombies a moment later.
+            reap_orphans()
+            loop = asyncio.get_running_loop()
+            for delay in (0.2, 1.0, 3.0):
+                loop.call_later(delay, reap_orphans)
+            self.ended = time.monotonic()
+            self.finished.set()
+            self.activity.set()
