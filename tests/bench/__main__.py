@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import floors, procs, report
+from tests.bench import executor, floors, procs, report
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -56,6 +56,7 @@ def run(plan: Plan, with_profile: bool) -> dict[str, Any]:
             if "floors" in stack:
                 results["floors"] = stack.pop("floors")
             results["stacks"][f"agent={replicas}"] = stack
+        results["executor"] = executor.bench_executors(plan, fake, _say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tests.bench",
         description="Benchmark the embedded stack with an instant fake model (issue 3).",
     )
-    parser.add_argument("--quick", action="store_true", help="fewer turns: under a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer turns and tool calls: a few minutes at most"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="also run a traced stack: where a turn's time goes"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tests.bench import executor as executor_mod
 from tests.bench import profile as profile_mod
 from tests.bench.load import EXACT
 
@@ -99,7 +100,10 @@ def render(r: dict[str, Any]) -> list[str]:
                 f"+{_f(g['ms_per_earlier_turn'])} ms per earlier turn"
                 + (f"; errors {g['errors']}" if g.get("errors") else "")
             )
-    lines += _cpu_lines(r) + _process_lines(r) + _floor_lines(r)
+    lines += _cpu_lines(r)
+    if r.get("executor"):
+        lines += executor_mod.markdown(r["executor"])
+    lines += _process_lines(r) + _floor_lines(r)
     if r.get("profile"):
         for title, prof in r["profile"].items():
             if title == "quiet_check":
@@ -119,7 +123,7 @@ def _contended(r: dict[str, Any]) -> list[str]:
         for phase, cpu in stack.get("cpu_s", {}).items():
             if cpu.get("wall_s") and cpu["other processes"] / cpu["wall_s"] > CONTENDED_CORES:
                 busy.append(f"{name} {phase}")
-    return busy
+    return busy + executor_mod.contended(r.get("executor", {}), CONTENDED_CORES)
 
 
 def _other(stack: dict[str, Any], phase: str) -> str:

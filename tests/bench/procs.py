@@ -171,8 +171,11 @@ class CpuMeter:
     plus this benchmark process, the fake model, and everything else on the machine (other
     programs compete for the same cores and make the figures worse)."""
 
-    def __init__(self, stack: Stack, fake: FakeModel) -> None:
+    def __init__(self, stack: Stack, fake: FakeModel, reaped_children: bool = False) -> None:
+        """``reaped_children``: also count children that exited and were waited for (the
+        executor's sandboxed commands); without it their CPU shows as other processes'."""
         self.pids = {**stack.pids(), "fake-llm": fake.proc.pid, "bench-client": os.getpid()}
+        self.reaped_children = reaped_children
         self.start_cpu = self._sample()
         self.start_busy = _machine_busy_s()
         self.start_wall = time.monotonic()
@@ -186,6 +189,8 @@ class CpuMeter:
                     with contextlib.suppress(psutil.Error):
                         t = proc.cpu_times()
                         total += t.user + t.system
+                        if self.reaped_children and name != "bench-client":
+                            total += t.children_user + t.children_system
             sample[name] = total
         return sample
 

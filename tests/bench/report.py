@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.bench.executor import clean_run
 from tests.bench.load import EXACT
 from tests.bench.markdown import render
 from tests.bench.procs import REPO
@@ -102,6 +103,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "figure": "every turn answered exactly once (all throughput runs)",
             "target": "no errors, transcripts exact",
+            "measured": f"{runs - len(bad)}/{runs} runs clean"
+            + (f" ({', '.join(bad)})" if bad else ""),
+            "verdict": "n/a" if not runs else ("PASS" if not bad else "MISS"),
+        }
+    )
+    runs, bad = clean_run(results["executor"]) if results.get("executor") else (0, [])
+    rows.append(
+        {
+            "figure": "every tool call answered (executor throughput runs)",
+            "target": "no errors, none missing",
             "measured": f"{runs - len(bad)}/{runs} runs clean"
             + (f" ({', '.join(bad)})" if bad else ""),
             "verdict": "n/a" if not runs else ("PASS" if not bad else "MISS"),

@@ -32,6 +32,11 @@ class Plan:
     profile_turns: int = 100
     warm_start: bool = True  # start the 1-agent home a second time (ready_s without initdb)
     quiet_wait_s: float = 60.0  # before each stack: wait this long at most for a quiet machine
+    tool_replicas: tuple[int, ...] = (1, 2)  # executor throughput: `--scale tools=N` stacks
+    get_time_calls: int = 5000  # per executor stack
+    exec_calls: int = 400  # per executor stack
+    tool_in_flight: int = 32  # calls in flight (each executor runs 8 at once by default)
+    sandbox_calls: int = 200  # exec calls per sandbox variant (in process)
 
     @classmethod
     def full(cls) -> Plan:
@@ -60,6 +65,9 @@ class Plan:
             profile_turns=30,
             warm_start=False,
             quiet_wait_s=5.0,
+            get_time_calls=1500,
+            exec_calls=100,
+            sandbox_calls=40,
         )
 
 
