@@ -12,7 +12,7 @@ from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import bus
+from switchboard import backlog, bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
@@ -169,9 +169,13 @@ async def serve(settings: ToolsSettings) -> None:
         )
         worker = bus.PullWorker(sub, executor.handle, settings.tools_max_concurrency, "tools")
         task = asyncio.create_task(worker.run())
+        tracking = asyncio.create_task(
+            backlog.track(rt.js, rt.subjects.stream("TOOLS"), "executor")
+        )
         log.info("tool executor ready", extra={"isolation": sandbox.attestation()})
         await rt.wait_stopped()
         task.cancel()
+        tracking.cancel()
         await worker.drain()
         await executor.close()
 
