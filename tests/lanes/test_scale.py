@@ -16,8 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import nats
 import pytest
 
+from switchboard import bus
+from switchboard.embedded import free_port
+from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, RecordedCall, tool_then_text
 from tests.support.stack import Stack, start_stack, stop_stack
 
@@ -32,29 +36,79 @@ def llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[Stack]:
-    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": f"{llm.base_url}/v1"}
+    env = {
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": f"{llm.base_url}/v1",
+        "SB_NATS_PORT": str(free_port()),  # known, so a test can publish as a channel would
+    }
     stack = start_stack(
         tmp_path_factory.mktemp("lanes"), env, args=["--scale", "agent=2", "--scale", "tools=2"]
     )
+    stack.nats_url = f"nats://127.0.0.1:{env['SB_NATS_PORT']}"  # type: ignore[attr-defined]
     yield stack
     left = stop_stack(stack)
     assert not left, f"processes left behind: {left}"
 
 
-async def post_all(stack: Stack, sessions: list[str], per_session: int) -> None:
-    """Each session posts its messages in order; all sessions at once, as fast as possible."""
+async def post_all(
+    stack: Stack, sessions: list[str], per_session: int, channel: frozenset[str] = frozenset()
+) -> None:
+    """Each session posts its messages in order; all sessions at once, as fast as possible.
+    Sessions in ``channel`` arrive as a chat channel would deliver them (straight on INBOUND,
+    channel ``webhook``), so their replies go out as OUTBOUND parts."""
     headers = {"Authorization": f"Bearer {stack.token}"}
     # Idle connections are dropped before uvicorn's 5 s keep-alive timeout can close one under
     # a request that is being sent on it (which surfaces as httpx.ReadError).
     limits = httpx.Limits(max_connections=50, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=stack.url, headers=headers, limits=limits) as client:
+        nc = await nats.connect(stack.nats_url)  # type: ignore[attr-defined]
+        js = nc.jetstream()
 
         async def one_session(key: str) -> None:
             for i in range(per_session):
+                if key in channel:
+                    message = inbound(key, f"{key}#{i}")
+                    await bus.js_publish(js, "sb.inbound.webhook", message, msg_id=f"{key}#{i}")
+                    continue
                 r = await client.post(f"/api/sessions/{key}/messages", json={"text": f"{key}#{i}"})
                 assert r.status_code == 202, r.text
 
-        await asyncio.gather(*(one_session(k) for k in sessions))
+        try:
+            await asyncio.gather(*(one_session(k) for k in sessions))
+        finally:
+            await nc.close()
+
+
+def inbound(key: str, text: str) -> messages_pb2.InboundMessage:
+    peer = key.rsplit(":", 1)[1]
+    return messages_pb2.InboundMessage(
+        channel="webhook",
+        account="chaos",
+        sender=peer,
+        chat=messages_pb2.ChatRef(id=peer, type="direct"),
+        text=text,
+        message_id=text,
+        session_key=key,
+        agent="main",
+    )
+
+
+async def outbound_replies(stack: Stack) -> dict[str, list[tuple[str, int, int]]]:
+    """Every OUTBOUND part (run id, part, parts) by the inbound message it answers."""
+    nc = await nats.connect(stack.nats_url)  # type: ignore[attr-defined]
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info("OUTBOUND")
+        replies: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            raw = await js.get_msg("OUTBOUND", seq)
+            part = messages_pb2.OutboundMessage()
+            part.ParseFromString(raw.data or b"")
+            for mid in part.message_ids:
+                replies[mid].append((part.run_id, part.part, part.parts))
+        return replies
+    finally:
+        await nc.close()
 
 
 @dataclass
@@ -156,12 +210,24 @@ def test_sigkill_of_an_agent_replica_loses_and_duplicates_nothing(
     llm.stream_delay_s = 0.05  # runs take a while, so the kill lands mid-run
     try:
         sessions = [f"main:chaos:{i}" for i in range(40)]
-        asyncio.run(post_all(stack, sessions, 4))
+        on_channel = frozenset(sessions[::2])
+        asyncio.run(post_all(stack, sessions, 4, on_channel))
         llm.wait_for_calls(20, timeout=30)
         victim = stack.pids()["agent-0"]
         os.kill(victim, signal.SIGKILL)
         transcripts = wait_answered(stack, llm, sessions, 4, timeout=240)
         assert_exactly_once_in_order(transcripts, 4)
         assert stack.pids()["agent-0"] != victim  # the launcher restarted it
+        # Channel replies went out exactly once: one run's parts, each part once.
+        time.sleep(2.0)  # a republish by a redelivered item would have landed by now
+        replies = asyncio.run(outbound_replies(stack))
+        for key in on_channel:
+            for i in range(4):
+                parts = replies[f"{key}#{i}"]
+                assert parts, f"no reply went out for {key}#{i}"
+                assert len({run for run, _, _ in parts}) == 1, parts
+                assert sorted(p for _, p, _ in parts) == list(range(parts[0][2])), parts
+        api_replies = [mid for mid in replies if mid.split("#")[0] not in on_channel]
+        assert not api_replies  # API replies travel as events only
     finally:
         llm.stream_delay_s = 0.0

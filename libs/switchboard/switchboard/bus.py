@@ -114,6 +114,7 @@ def stream_configs(s: Subjects) -> list[StreamConfig]:
             max_age=7 * 24 * HOUR,
             duplicate_window=120.0,
             storage=file,
+            allow_direct=True,  # lane owners read their lane with direct gets (no JS API)
         ),
         StreamConfig(
             name=s.stream("TOOLS"),
@@ -234,6 +235,15 @@ class PullWorker:
         self.slots = asyncio.Semaphore(concurrency)
         self.name = name
         self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def saturated(self) -> bool:
+        """Every slot is taken: further deliveries wait in the consumer for one to free up.
+
+        One message per fetch: nats-py's fetch(n > 1) turns into a lingering pull for n
+        messages when none is ready, and then holds the first one until all n came or the
+        request expired (seconds of latency at low load)."""
+        return self.slots.locked()
 
     async def run(self) -> None:
         while True:

@@ -4,14 +4,21 @@ Every replica pulls from the shared ``dispatch`` consumer. A replica that receiv
 to take the session's lease; the owner reads the session's pending items from the stream in
 order, starting after the cursor stored in PostgreSQL, runs them according to the queue mode,
 and repeats until nothing is pending. A replica without the lease acks the item if the cursor
-already covers it, else NAKs it with a delay so it comes back until the owner has taken it."""
+already covers it, else NAKs it with a delay so it comes back until the owner has taken it.
+
+Costs and fairness: the cursor is read once per ownership (the owner is its only writer while it
+holds the lease); a delivery of a lane this replica already works on is handed to that owner
+instead of being NAKed; and while every slot of the replica is taken, an owner stops after the
+items it was handed, so later items wait for their own delivery, in arrival order, instead of
+one busy session keeping a slot while other sessions' deliveries queue behind it."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -32,7 +39,8 @@ MAX_BATCH = 100
 
 
 class LaneReader:
-    """Reads a lane's items straight from the LANES stream, by subject, in sequence order."""
+    """Reads a lane's items straight from the LANES stream, by subject, in sequence order
+    (direct gets: answered by the stream itself, without a JetStream API request)."""
 
     def __init__(self, js: JetStreamContext, stream: str) -> None:
         self.js = js
@@ -43,7 +51,9 @@ class LaneReader:
         seq = after + 1
         while len(items) < limit:
             try:
-                raw = await self.js.get_msg(self.stream, seq=seq, subject=subject, next=True)
+                raw = await self.js.get_msg(
+                    self.stream, seq=seq, subject=subject, next=True, direct=True
+                )
             except NotFoundError:
                 break
             assert raw.seq is not None
@@ -53,6 +63,23 @@ class LaneReader:
             items.append(PendingItem(raw.seq, item, dict(raw.headers or {}), stored))
             seq = raw.seq + 1
         return items
+
+
+@dataclass
+class _Lane:
+    """One session this replica works on, and the deliveries of it this replica answers."""
+
+    key: str
+    subject: str
+    bound: int  # run items up to this sequence even while every slot is taken
+    msgs: list[Msg] = field(default_factory=list)
+    cursor: int = 0  # last processed sequence, in memory while the lease is held
+    ran: set[int] = field(default_factory=set)  # sequences this owner's runs answered
+    queue_mode: str = ""
+
+
+def _never() -> bool:
+    return False
 
 
 class LaneManager:
@@ -66,9 +93,10 @@ class LaneManager:
         *,
         default_mode: str,
         collect_debounce_s: float,
-        nak_delay_s: float = 0.5,
-        nak_delay_max_s: float = 5.0,
+        nak_delay_s: float = 0.2,
+        nak_delay_max_s: float = 2.0,
         keepalive_s: float = 5.0,
+        saturated: Callable[[], bool] = _never,
     ) -> None:
         self.nc = nc
         self.reader = reader
@@ -79,8 +107,9 @@ class LaneManager:
         self.collect_debounce_s = collect_debounce_s
         self.nak_delay_s = nak_delay_s
         self.nak_delay_max_s = nak_delay_max_s
-        self.owned: set[str] = set()
+        self.owned: dict[str, _Lane] = {}
         self.keepalive_s = keepalive_s
+        self.saturated = saturated  # every slot of this replica is taken
 
     async def handle(self, msg: Msg) -> None:
         """Handle one dispatch delivery (the PullWorker NAKs it if this raises)."""
@@ -95,78 +124,129 @@ class LaneManager:
         if meta.num_delivered > 1:
             REDELIVERIES.inc()
         key = item.session_key
-        if key in self.owned:  # this replica is working through that lane right now
-            await msg.nak(delay=self._nak_delay(meta.num_delivered))
+        current = self.owned.get(key)
+        if current is not None:  # this replica works through that lane: its owner answers it
+            current.bound = max(current.bound, meta.sequence.stream)
+            current.msgs.append(msg)
             return
-        token = session_token(key)
-        state = await self.store.lane_state(key)
-        if meta.sequence.stream <= state.cursor:
-            # Its run is committed; the owner may have died before publishing the reply.
-            mode = effective_mode(state.queue_mode, item.queue_mode, self.default_mode)
-            await self.runner.republish(item, mode)
-            await msg.ack()
-            return
+        lane = _Lane(key, msg.subject, meta.sequence.stream, [msg])
+        self.owned[key] = lane
+        keepalive = asyncio.create_task(self._keepalive(lane))
+        try:
+            await self._serve(lane)
+        except BaseException:
+            await self._nak(lane.msgs[1:])  # the PullWorker NAKs the first one
+            raise
+        finally:
+            del self.owned[key]
+            keepalive.cancel()
+        await self._settle(lane)
+
+    async def _serve(self, lane: _Lane) -> None:
+        token = session_token(lane.key)
         while True:
             lease = await self.leases.acquire(token)
+            state = await self.store.lane_state(lane.key)
+            lane.cursor, lane.queue_mode = state.cursor, state.queue_mode
             if lease is None:
-                await msg.nak(delay=self._nak_delay(meta.num_delivered))
                 return
-            keepalive = asyncio.create_task(self._keepalive(msg))
-            self.owned.add(key)
             ACTIVE_LANES.inc()
             try:
-                await self._own(key, msg.subject, lease)
+                await self._own(lane, lease, state)
             finally:
-                self.owned.discard(key)
-                keepalive.cancel()
                 ACTIVE_LANES.dec()
                 await lease.release()
             # Once more after the release: an item may have arrived after the last read.
-            cursor = (await self.store.lane_state(key)).cursor
-            if not await self.reader.pending(msg.subject, cursor, limit=1):
-                await msg.ack()
+            if not await self._next(lane):
                 return
+
+    async def _settle(self, lane: _Lane) -> None:
+        """Ack the deliveries the cursor covers (republishing the replies of runs another owner
+        committed: it may have died before publishing them); NAK the rest."""
+        for msg in lane.msgs:
+            seq = msg.metadata.sequence.stream
+            if seq > lane.cursor:
+                await self._nak([msg])
+                continue
+            if seq not in lane.ran:
+                item = messages_pb2.LaneItem()
+                item.ParseFromString(msg.data)
+                mode = effective_mode(lane.queue_mode, item.queue_mode, self.default_mode)
+                await self.runner.republish(item, mode)
+            await msg.ack()
+
+    async def _nak(self, msgs: list[Msg]) -> None:
+        for msg in msgs:
+            try:
+                await msg.nak(delay=self._nak_delay(msg.metadata.num_delivered))
+            except Exception as exc:  # NATS away: the ack wait redelivers it anyway
+                log.warning("lane NAK failed (%s)", type(exc).__name__)
 
     def _nak_delay(self, deliveries: int) -> float:
         """The owner reads the stream itself; a NAKed delivery only has to come back to be
-        acknowledged, or to take over if the owner died, so later retries wait longer."""
+        acknowledged, or to take over if the owner died or stopped at its bound; short, so a
+        lane another replica let go of does not sit idle, and longer for later retries."""
         return min(self.nak_delay_s * deliveries, self.nak_delay_max_s)
 
-    async def _keepalive(self, msg: Msg) -> None:
+    async def _keepalive(self, lane: _Lane) -> None:
         while True:
             await asyncio.sleep(self.keepalive_s)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
+            for msg in list(lane.msgs):
+                try:
+                    await msg.in_progress()
+                except Exception as exc:  # NATS away: the next tick tries again
+                    log.warning("lane in-progress ack failed (%s)", type(exc).__name__)
 
-    async def _own(self, key: str, subject: str, lease: Lease) -> None:
+    async def _next(self, lane: _Lane) -> PendingItem | None:
+        """The lane's next pending item, if this owner should run it: it was handed to this
+        replica, or a slot is free (nobody waits behind this lane)."""
+        head = await self.reader.pending(lane.subject, lane.cursor, limit=1)
+        if not head or (head[0].seq > lane.bound and self.saturated()):
+            return None
+        return head[0]
+
+    async def _own(self, lane: _Lane, lease: Lease, state: LaneState) -> None:
         arrived = asyncio.Event()
 
         async def on_arrival(_: Msg) -> None:
             arrived.set()
 
+        subject = lane.subject
         sub = await self.nc.subscribe(subject, cb=on_arrival)
         try:
+            first = True
             while not lease.lost.is_set():
-                state = await self.store.lane_state(key)
-                head = await self.reader.pending(subject, state.cursor, limit=1)
-                if not head:
+                head = await self._next(lane)
+                if head is None:
                     return
-                mode = effective_mode(state.queue_mode, head[0].item.queue_mode, self.default_mode)
-                pending = head
+                if not first:  # settings (queue mode, tool policy) as of this run
+                    state = await self.store.lane_state(lane.key)
+                    if state.cursor != lane.cursor:
+                        log.warning(
+                            "lane cursor moved under this owner", extra={"session": lane.key}
+                        )
+                        return
+                first = False
+                mode = effective_mode(state.queue_mode, head.item.queue_mode, self.default_mode)
+                pending = [head]
                 if mode in ("collect", "steer", "interrupt"):
-                    pending = await self.reader.pending(subject, state.cursor)
+                    pending = await self.reader.pending(subject, lane.cursor)
                 if mode == "collect":
-                    pending = await self._debounce(subject, state.cursor, pending)
+                    pending = await self._debounce(subject, lane.cursor, pending)
                 batch = plan(mode, pending)[0]
                 arrived.clear()
                 try:
-                    await self._run(batch, state, mode, subject, arrived)
+                    await self._run(batch, lane.cursor, state, mode, subject, arrived)
                 except CursorMoved:
-                    log.warning("lane cursor moved under this owner", extra={"session": key})
+                    log.warning("lane cursor moved under this owner", extra={"session": lane.key})
                     return
+                lane.cursor = batch.cover_seq
+                lane.ran.update(p.seq for p in batch.items)
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await sub.unsubscribe()
+            except Exception as exc:  # connection closed: the subscription is gone anyway
+                log.debug("lane unsubscribe failed (%s)", type(exc).__name__)
 
     async def _debounce(
         self, subject: str, cursor: int, pending: list[PendingItem]
@@ -180,7 +260,13 @@ class LaneManager:
             pending = await self.reader.pending(subject, cursor)
 
     async def _run(
-        self, batch: Batch, state: LaneState, mode: str, subject: str, arrived: asyncio.Event
+        self,
+        batch: Batch,
+        cursor: int,
+        state: LaneState,
+        mode: str,
+        subject: str,
+        arrived: asyncio.Event,
     ) -> None:
         first = batch.items[0].item
         if first.enqueued_at_ms:
@@ -189,7 +275,7 @@ class LaneManager:
         ACTIVE_RUNS.inc()
         try:
             task = asyncio.create_task(
-                self.runner.run(batch, state.cursor, control, state.tool_policy, mode)
+                self.runner.run(batch, cursor, control, state.tool_policy, mode)
             )
             if mode != "interrupt":
                 await task

@@ -121,6 +121,7 @@ async def serve(settings: AgentSettings) -> None:
             max_deliver=-1,
         )
         worker = bus.PullWorker(sub, lanes.handle, settings.agent_max_concurrent_runs, "agent")
+        lanes.saturated = lambda: worker.saturated
         task = asyncio.create_task(worker.run())
         log.info("agent ready", extra={"grpc_port": port})
         await rt.wait_stopped()

@@ -184,16 +184,16 @@ class SessionStore:
 async def _move_cursor(
     conn: asyncpg.Connection, session_key: str, agent: str, seq: int, expected: int
 ) -> None:
-    await conn.execute(
-        "INSERT INTO agent.sessions (session_key, agent) VALUES ($1, $2)"
-        " ON CONFLICT (session_key) DO NOTHING",
+    """One round trip: move the cursor to ``seq`` only if it still is ``expected``; a session
+    without a row yet counts as cursor 0 (and gets its row)."""
+    moved = await conn.fetchval(
+        "INSERT INTO agent.sessions AS s (session_key, agent, lane_cursor)"
+        " SELECT $1, $2, $3::bigint WHERE $4::bigint = 0"
+        " OR EXISTS (SELECT 1 FROM agent.sessions WHERE session_key = $1)"
+        " ON CONFLICT (session_key) DO UPDATE SET lane_cursor = EXCLUDED.lane_cursor,"
+        " updated_at = now() WHERE s.lane_cursor = $4 RETURNING 1",
         session_key,
         agent,
-    )
-    moved = await conn.fetchval(
-        "UPDATE agent.sessions SET lane_cursor = $2, updated_at = now()"
-        " WHERE session_key = $1 AND lane_cursor = $3 RETURNING 1",
-        session_key,
         seq,
         expected,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import anthropic
 
@@ -217,7 +217,16 @@ class AnthropicModel:
         params = self.request_params(request)
         acc = AnthropicStreamAccumulator(self.model)
         try:
-            events = await self._client.messages.create(**cast(Any, params), stream=True)
+            # The SDK's own POST (auth, retries, SSE parsing, `event: error`, status errors)
+            # with the body we built, like messages.create; events stay plain dicts (the
+            # accumulator reads both) instead of a pydantic model per event.
+            events = await self._client.post(
+                "/v1/messages",
+                cast_to=anthropic.types.Message,
+                body={**params, "stream": True},
+                stream=True,
+                stream_cls=anthropic.AsyncStream[object],
+            )
             async with events:
                 async for event in events:
                     delta = acc.feed(event)

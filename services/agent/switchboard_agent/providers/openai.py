@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from .base import (
     ModelRequest,
@@ -304,14 +304,15 @@ class OpenAIChatModel:
         try:
             # The body is plain JSON already; the SDK's own POST (auth, retries, SSE parsing,
             # errors) without create()'s per-call param transform, which walks the whole
-            # transcript and was ~40% of the agent's CPU.
+            # transcript and was ~40% of the agent's CPU. Chunks stay plain dicts (the
+            # accumulator reads both): building a pydantic model per chunk was ~15% more.
             chunks = await self._client.post(
                 "/chat/completions",
                 cast_to=ChatCompletion,
                 body={**params, "stream": True, "stream_options": {"include_usage": True}},
                 options={"security": {"bearer_auth": True}},
                 stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                stream_cls=openai.AsyncStream[object],
             )
             async with chunks:
                 async for chunk in chunks:
