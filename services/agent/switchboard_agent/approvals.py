@@ -208,15 +208,6 @@ class ApprovalStore:
             json.dumps(state),
         )
 
-    async def checkpoint(self, session_key: str, inbound_id: str) -> Checkpoint | None:
-        r = await self.pool.fetchrow(
-            "SELECT run_id, state FROM agent.run_checkpoints"
-            " WHERE session_key = $1 AND inbound_id = $2",
-            session_key,
-            inbound_id,
-        )
-        return Checkpoint(r["run_id"], json.loads(r["state"])) if r else None
-
 
 class ApprovalWaiter:
     """Waits until every given approval is decided, woken by NATS and by polling."""

@@ -19,6 +19,7 @@ from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
+from .approvals import Checkpoint
 from .events import RunEvents
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED, TOOL_CALLS
 from .outbound import OutboundPublisher
@@ -83,14 +84,13 @@ class Runner:
         checkpoint."""
         item = batch.primary.item
         key = item.session_key
-        if await self.store.run_exists(key, item.message.message_id):
+        done, saved = await self.store.run_state(key, item.message.message_id)
+        if done:
             log.info("skipping replayed lane item", extra={"session": key})
             await self.republish(item, mode)
             await self.store.advance_cursor(key, item.agent, batch.cover_seq, expected_cursor)
             return
-        checkpoint = None
-        if self.gate.store is not None:
-            checkpoint = await self.gate.store.checkpoint(key, item.message.message_id)
+        checkpoint = Checkpoint(*saved) if saved else None
         run_id = checkpoint.run_id if checkpoint else f"run_{uuid.uuid4().hex}"
         ids = [p.item.message.message_id for p in batch.items]
         if checkpoint:

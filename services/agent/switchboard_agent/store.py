@@ -99,13 +99,20 @@ class SessionStore:
         )
         return str(value)
 
-    async def run_exists(self, session_key: str, inbound_id: str) -> bool:
-        value = await self.pool.fetchval(
-            "SELECT 1 FROM agent.runs WHERE session_key = $1 AND inbound_id = $2",
+    async def run_state(
+        self, session_key: str, inbound_id: str
+    ) -> tuple[bool, tuple[str, dict[str, Any]] | None]:
+        """Was ``inbound_id`` answered already, and is there a checkpoint (run id, state) of a
+        run for it waiting for an approval? One round trip: it is asked before every run."""
+        row = await self.pool.fetchrow(
+            "SELECT EXISTS (SELECT 1 FROM agent.runs WHERE session_key = $1 AND inbound_id = $2)"
+            " AS done, c.run_id, c.state FROM (SELECT 1) AS one"
+            " LEFT JOIN agent.run_checkpoints c ON c.session_key = $1 AND c.inbound_id = $2",
             session_key,
             inbound_id,
         )
-        return value is not None
+        checkpoint = (row["run_id"], json.loads(row["state"])) if row["run_id"] else None
+        return bool(row["done"]), checkpoint
 
     async def transcript(self, session_key: str) -> list[Message]:
         rows = await self.pool.fetch(
