@@ -183,7 +183,11 @@ async def concurrent_turns(
     each session sends its turns one after another, and a finished session's slot takes the
     next one (so every level sees the same transcript lengths)."""
     results: list[Turn] = []
-    limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency)
+    # Idle connections expire before uvicorn's 5 s keep-alive timeout could close one under a
+    # request being sent on it (an httpx.ReadError that is the client's, not the system's).
+    limits = httpx.Limits(
+        max_connections=concurrency + 8, max_keepalive_connections=concurrency, keepalive_expiry=2.0
+    )
     users = [f"tp-{tag}-{concurrency}-{i}" for i in range(sessions)]
     todo = list(reversed(users))
     async with httpx.AsyncClient(

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -74,18 +75,18 @@ def test_chat_through_one_tool_call(stack: Stack, client: openai.OpenAI, llm: Fa
     assert calls[1].request.last_tool_results and "UTC" in calls[1].request.last_tool_results[0]
 
 
-def test_streaming_chat_with_usage(stack: Stack, client: openai.OpenAI) -> None:
-    stream = client.chat.completions.create(
-        model="switchboard",
-        messages=[{"role": "user", "content": "And now, streamed?"}],
-        user="bob",
-        stream=True,
-        stream_options={"include_usage": True},
-    )
+def test_streaming_chat_with_usage(stack: Stack, client: openai.OpenAI, llm: FakeLLM) -> None:
+    # The model streams slowly enough (50 ms between events) that the agent's delta
+    # coalescing (30 ms) passes the pieces on as they come.
+    llm.stream_delay_s = 0.05
+    try:
+        chunks = list(_stream_chat(client))
+    finally:
+        llm.stream_delay_s = 0.0
     deltas: list[str] = []
     finish = None
     usage = None
-    for chunk in stream:
+    for chunk in chunks:
         if chunk.choices:
             deltas.append(chunk.choices[0].delta.content or "")
             finish = chunk.choices[0].finish_reason or finish
@@ -293,3 +294,13 @@ def test_no_model_reply_explains_configuration(tmp_path: Path) -> None:
     finally:
         left = stop_stack(stack)
     assert not left, f"processes left behind after Ctrl-C: {left}\n{stack.log()}"
+
+
+def _stream_chat(client: openai.OpenAI) -> Any:
+    return client.chat.completions.create(
+        model="switchboard",
+        messages=[{"role": "user", "content": "And now, streamed?"}],
+        user="bob",
+        stream=True,
+        stream_options={"include_usage": True},
+    )

@@ -35,6 +35,7 @@ from .runner import Runner
 from .store import CursorMoved, LaneState, SessionStore
 
 log = logging.getLogger(__name__)
+LEASE_RETRY_S = (0.005, 0.01, 0.02)
 MAX_BATCH = 100
 
 
@@ -93,7 +94,7 @@ class LaneManager:
         *,
         default_mode: str,
         collect_debounce_s: float,
-        nak_delay_s: float = 0.2,
+        nak_delay_s: float = 0.05,
         nak_delay_max_s: float = 2.0,
         keepalive_s: float = 5.0,
         saturated: Callable[[], bool] = _never,
@@ -145,7 +146,7 @@ class LaneManager:
     async def _serve(self, lane: _Lane) -> None:
         token = session_token(lane.key)
         while True:
-            lease = await self.leases.acquire(token)
+            lease = await self._acquire(token)
             state = await self.store.lane_state(lane.key)
             lane.cursor, lane.queue_mode = state.cursor, state.queue_mode
             if lease is None:
@@ -159,6 +160,18 @@ class LaneManager:
             # Once more after the release: an item may have arrived after the last read.
             if not await self._next(lane):
                 return
+
+    async def _acquire(self, token: str) -> Lease | None:
+        """The lease, retried briefly: a session's next message often reaches this replica
+        while the other one is releasing the lease after the previous run (a NAK would cost
+        its delay, and CPU on both replicas, for a wait of a few milliseconds)."""
+        lease = await self.leases.acquire(token)
+        for pause in LEASE_RETRY_S:
+            if lease is not None:
+                break
+            await asyncio.sleep(pause)
+            lease = await self.leases.acquire(token)
+        return lease
 
     async def _settle(self, lane: _Lane) -> None:
         """Ack the deliveries the cursor covers (republishing the replies of runs another owner

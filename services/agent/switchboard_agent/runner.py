@@ -21,19 +21,19 @@ from switchboard.v1 import messages_pb2
 
 from .approvals import Checkpoint
 from .events import RunEvents
-from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED, TOOL_CALLS
+from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
 from .prompt import system_prompt
 from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
 from .providers.errors import ModelError
 from .queueing import Batch, RunControl
 from .replies import committed_reply, reply_text
-from .store import Message, RunRecord, SessionStore
+from .store import RunRecord, SessionStore
 from .toolgate import ToolGate, ToolRules
-from .tools_client import CallRequest, ToolDispatcher
+from .toolphase import run_tools
+from .tools_client import ToolDispatcher
 from .turn import (
     Turn,
-    checkpoint_state,
     pending_tool_uses,
     restore,
     text_message,
@@ -226,7 +226,7 @@ class Runner:
         try:
             while True:
                 if uses:
-                    record.messages.append(await self._run_tools(turn, uses))
+                    record.messages.append(await run_tools(self.gate, self.tools, turn, uses))
                 if turn.late:  # resumed with items the checkpoint did not hold
                     record.messages.append(user_turn(turn.late))
                     turn.late = []
@@ -299,69 +299,3 @@ class Runner:
     async def _stream_text(self, text: str, events: RunEvents, reply: list[str]) -> None:
         reply.append(text)
         await events.delta(text)
-
-    async def _run_tools(self, turn: Turn, uses: list[dict[str, Any]]) -> Message:
-        record, events = turn.record, turn.events
-        calls = [CallRequest(u["id"], u["name"], u.get("input") or {}) for u in uses]
-        for c in calls:
-            if not turn.resumed:
-                await events.emit(
-                    "tool", "start", tool=c.name, call_id=c.call_id, data={"args": c.args}
-                )
-
-        async def emit(phase: str, call: CallRequest, data: dict[str, Any]) -> None:
-            await events.emit("tool", phase, tool=call.name, call_id=call.call_id, data=data)
-
-        async def save_checkpoint() -> None:
-            assert self.gate.store is not None
-            record.checkpointed = True
-            await self.gate.store.save_checkpoint(
-                record.session_key, record.inbound_id, record.run_id, checkpoint_state(turn)
-            )
-
-        screened = await self.gate.screen(
-            run_id=record.run_id,
-            session_key=record.session_key,
-            agent=record.agent,
-            policy=turn.policy,
-            calls=calls,
-            before_wait=save_checkpoint,
-            emit=emit,
-        )
-        turn.resumed = False
-        results = dict(screened.refused)
-        if screened.runnable:
-            store = self.gate.store
-            if store is not None and screened.approved:
-                await store.mark(screened.approved, "started_at")
-
-            async def on_update(call: CallRequest, text: str) -> None:
-                await events.emit("tool", "update", tool=call.name, call_id=call.call_id, text=text)
-
-            ran = await self.tools.run_all(
-                record.run_id, record.session_key, record.agent, screened.runnable, on_update
-            )
-            results.update((r.call_id, r) for r in ran)
-            if store is not None and screened.approved:
-                await store.mark(screened.approved, "finished_at")
-        blocks = []
-        for call in calls:
-            result = results[call.call_id]
-            TOOL_CALLS.labels(call.name, "error" if result.is_error else "ok").inc()
-            await events.emit(
-                "tool",
-                "result",
-                tool=call.name,
-                call_id=call.call_id,
-                text=result.content,
-                data={"is_error": result.is_error, **result.details},
-            )
-            blocks.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call.call_id,
-                    "content": result.content,
-                    "is_error": result.is_error,
-                }
-            )
-        return {"role": "user", "content": blocks}

@@ -123,44 +123,36 @@ class SessionStore:
 
     async def commit_run(self, run: RunRecord, expected_cursor: int) -> None:
         """Store the run and its transcript and move the cursor to ``run.lane_seq``, atomically,
-        only if the cursor is still ``expected_cursor`` (else :class:`CursorMoved`)."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            await _move_cursor(conn, run.session_key, run.agent, run.lane_seq, expected_cursor)
-            await conn.execute(
-                "INSERT INTO agent.runs (run_id, session_key, inbound_id, lane_seq, status,"
-                " stop_reason, model, input_tokens, output_tokens, iterations, error, started_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                run.run_id,
-                run.session_key,
-                run.inbound_id,
-                run.lane_seq,
-                run.status,
-                run.stop_reason,
-                run.model,
-                run.input_tokens,
-                run.output_tokens,
-                run.iterations,
-                run.error,
-                run.started_at,
-            )
-            if run.checkpointed:
-                await conn.execute(
-                    "DELETE FROM agent.run_checkpoints WHERE session_key = $1 AND inbound_id = $2",
-                    run.session_key,
-                    run.inbound_id,
-                )
-            await conn.executemany(
-                "INSERT INTO agent.messages (session_key, run_id, role, content)"
-                " VALUES ($1, $2, $3, $4)",
-                [
-                    (run.session_key, run.run_id, m["role"], json.dumps(m["content"]))
-                    for m in run.messages
-                ],
-            )
+        only if the cursor is still ``expected_cursor`` (else :class:`CursorMoved`).
+
+        One statement, so one round trip: the cursor move is a data-modifying CTE and the
+        inserts only happen when it moved a row (a statement is atomic by itself)."""
+        moved = await self.pool.fetchval(
+            _COMMIT,
+            run.session_key,
+            run.agent,
+            run.lane_seq,
+            expected_cursor,
+            run.run_id,
+            run.inbound_id,
+            run.status,
+            run.stop_reason,
+            run.model,
+            run.input_tokens,
+            run.output_tokens,
+            run.iterations,
+            run.error,
+            run.started_at,
+            [m["role"] for m in run.messages],
+            [json.dumps(m["content"]) for m in run.messages],
+            run.checkpointed,
+        )
+        if not moved:
+            raise CursorMoved(run.session_key)
 
     async def advance_cursor(self, session_key: str, agent: str, seq: int, expected: int) -> None:
         """Move the cursor over items that need no run (e.g. a replayed message)."""
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn:  # one statement: atomic by itself
             await _move_cursor(conn, session_key, agent, seq, expected)
 
     async def history(self, session_key: str, limit: int = 0) -> list[StoredMessage]:
@@ -188,17 +180,37 @@ class SessionStore:
         return [SessionRow(r["session_key"], r["agent"], r["updated_at"], r["n"]) for r in rows]
 
 
+_MOVE = (
+    "INSERT INTO agent.sessions AS s (session_key, agent, lane_cursor)"
+    " SELECT $1, $2, $3::bigint WHERE $4::bigint = 0"
+    " OR EXISTS (SELECT 1 FROM agent.sessions WHERE session_key = $1)"
+    " ON CONFLICT (session_key) DO UPDATE SET lane_cursor = EXCLUDED.lane_cursor,"
+    " updated_at = now() WHERE s.lane_cursor = $4 RETURNING 1"
+)
+_COMMIT = (
+    f"WITH moved AS ({_MOVE}),"
+    " run AS (INSERT INTO agent.runs (run_id, session_key, inbound_id, lane_seq, status,"
+    " stop_reason, model, input_tokens, output_tokens, iterations, error, started_at)"
+    " SELECT $5::text, $1, $6::text, $3, $7::text, $8::text, $9::text, $10::bigint,"
+    " $11::bigint, $12::int, $13::text, $14::timestamptz"
+    " WHERE EXISTS (SELECT 1 FROM moved) RETURNING 1),"
+    " msgs AS (INSERT INTO agent.messages (session_key, run_id, role, content)"
+    " SELECT $1, $5::text, t.role, t.content::jsonb"
+    " FROM unnest($15::text[], $16::text[]) WITH ORDINALITY AS t(role, content, n)"
+    " WHERE EXISTS (SELECT 1 FROM moved) ORDER BY t.n RETURNING 1),"
+    " dropped AS (DELETE FROM agent.run_checkpoints WHERE $17::bool"
+    " AND session_key = $1 AND inbound_id = $6 AND EXISTS (SELECT 1 FROM moved))"
+    " SELECT count(*) FROM moved"
+)
+
+
 async def _move_cursor(
     conn: asyncpg.Connection, session_key: str, agent: str, seq: int, expected: int
 ) -> None:
     """One round trip: move the cursor to ``seq`` only if it still is ``expected``; a session
     without a row yet counts as cursor 0 (and gets its row)."""
     moved = await conn.fetchval(
-        "INSERT INTO agent.sessions AS s (session_key, agent, lane_cursor)"
-        " SELECT $1, $2, $3::bigint WHERE $4::bigint = 0"
-        " OR EXISTS (SELECT 1 FROM agent.sessions WHERE session_key = $1)"
-        " ON CONFLICT (session_key) DO UPDATE SET lane_cursor = EXCLUDED.lane_cursor,"
-        " updated_at = now() WHERE s.lane_cursor = $4 RETURNING 1",
+        _MOVE,
         session_key,
         agent,
         seq,
