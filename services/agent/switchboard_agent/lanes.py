@@ -219,47 +219,32 @@ class LaneManager:
         return head[0]
 
     async def _own(self, lane: _Lane, lease: Lease, state: LaneState) -> None:
-        arrived = asyncio.Event()
-
-        async def on_arrival(_: Msg) -> None:
-            arrived.set()
-
         subject = lane.subject
-        sub = await self.nc.subscribe(subject, cb=on_arrival)
-        try:
-            first = True
-            while not lease.lost.is_set():
-                head = await self._next(lane)
-                if head is None:
-                    return
-                if not first:  # settings (queue mode, tool policy) as of this run
-                    state = await self.store.lane_state(lane.key)
-                    if state.cursor != lane.cursor:
-                        log.warning(
-                            "lane cursor moved under this owner", extra={"session": lane.key}
-                        )
-                        return
-                first = False
-                mode = effective_mode(state.queue_mode, head.item.queue_mode, self.default_mode)
-                pending = [head]
-                if mode in ("collect", "steer", "interrupt"):
-                    pending = await self.reader.pending(subject, lane.cursor)
-                if mode == "collect":
-                    pending = await self._debounce(subject, lane.cursor, pending)
-                batch = plan(mode, pending)[0]
-                arrived.clear()
-                try:
-                    await self._run(batch, lane.cursor, state, mode, subject, arrived)
-                except CursorMoved:
+        first = True
+        while not lease.lost.is_set():
+            head = await self._next(lane)
+            if head is None:
+                return
+            if not first:  # settings (queue mode, tool policy) as of this run
+                state = await self.store.lane_state(lane.key)
+                if state.cursor != lane.cursor:
                     log.warning("lane cursor moved under this owner", extra={"session": lane.key})
                     return
-                lane.cursor = batch.cover_seq
-                lane.ran.update(p.seq for p in batch.items)
-        finally:
+            first = False
+            mode = effective_mode(state.queue_mode, head.item.queue_mode, self.default_mode)
+            pending = [head]
+            if mode in ("collect", "steer", "interrupt"):
+                pending = await self.reader.pending(subject, lane.cursor)
+            if mode == "collect":
+                pending = await self._debounce(subject, lane.cursor, pending)
+            batch = plan(mode, pending)[0]
             try:
-                await sub.unsubscribe()
-            except Exception as exc:  # connection closed: the subscription is gone anyway
-                log.debug("lane unsubscribe failed (%s)", type(exc).__name__)
+                await self._run(batch, lane.cursor, state, mode, subject)
+            except CursorMoved:
+                log.warning("lane cursor moved under this owner", extra={"session": lane.key})
+                return
+            lane.cursor = batch.cover_seq
+            lane.ran.update(p.seq for p in batch.items)
 
     async def _debounce(
         self, subject: str, cursor: int, pending: list[PendingItem]
@@ -279,7 +264,6 @@ class LaneManager:
         state: LaneState,
         mode: str,
         subject: str,
-        arrived: asyncio.Event,
     ) -> None:
         first = batch.items[0].item
         if first.enqueued_at_ms:
@@ -293,6 +277,25 @@ class LaneManager:
             if mode != "interrupt":
                 await task
                 return
+            await self._interruptible(task, control, subject, batch.cover_seq)
+        finally:
+            ACTIVE_RUNS.dec()
+
+    async def _interruptible(
+        self, task: asyncio.Task[None], control: RunControl, subject: str, covered: int
+    ) -> None:
+        """interrupt: a newer item on the lane aborts the run (only these runs watch the lane
+        subject, so other modes pay no subscription)."""
+        arrived = asyncio.Event()
+
+        async def on_arrival(_: Msg) -> None:
+            arrived.set()
+
+        sub = await self.nc.subscribe(subject, cb=on_arrival)
+        try:
+            # An item that came between reading the lane and subscribing counts too.
+            if await self.reader.pending(subject, covered, limit=1):
+                arrived.set()
             waiter = asyncio.create_task(arrived.wait())
             try:
                 done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -304,4 +307,7 @@ class LaneManager:
                 task.cancel()
             await task
         finally:
-            ACTIVE_RUNS.dec()
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:  # connection closed: the subscription is gone anyway
+                log.debug("lane unsubscribe failed (%s)", type(exc).__name__)
