@@ -265,3 +265,35 @@ def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -
     assert tool[-1]["text"] == "line1\nline2\nline3\n"
     seqs = [e["seq"] for e in tap.events if e["run_id"] == tool[0]["run_id"]]
     assert seqs == sorted(seqs)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format (0 when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_every_service_exports_its_metrics(services: ServiceProcesses) -> None:
+    key = "main:approvals:metrics"
+    with client(services) as c:
+        before = len(history(c, key))
+        c.post(f"/api/sessions/{key}/messages", json={"text": "time"})
+        next_reply(c, key, before)
+    time.sleep(5.5)  # one backlog refresh
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in services.ops_ports.items()}
+    urls["gateway"] = services.url  # the gateway serves its ops endpoints on its HTTP port
+    scraped = {name: httpx.get(f"{url}/metrics", timeout=5).text for name, url in urls.items()}
+    assert metric(scraped["gateway"], "sb_inbound_messages_total", channel="api") >= 1
+    assert metric(scraped["router"], "sb_router_messages_total", channel="api") >= 1
+    agent = scraped["agent"]
+    assert metric(agent, "sb_agent_runs_total", status="completed") >= 1
+    assert metric(agent, "sb_lane_wait_seconds_count") >= 1
+    assert metric(agent, "sb_agent_run_seconds_count") >= 1
+    assert 'sb_consumer_backlog{consumer="dispatch",kind="pending",stream="LANES"}' in agent
+    tools = scraped["tools"]
+    assert metric(tools, "sb_tool_executions_total", tool="get_time", outcome="ok") >= 1
+    assert 'sb_consumer_backlog{consumer="executor",kind="pending",stream="TOOLS"}' in tools

@@ -39,6 +39,7 @@ class ServiceProcesses:
             **env,
         }
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.ops_ports: dict[str, int] = {}  # each service's /healthz, /readyz, /metrics
 
     @property
     def url(self) -> str:
@@ -54,9 +55,10 @@ class ServiceProcesses:
 
     def _spawn(self, name: str) -> None:
         log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
+        self.ops_ports[name] = free_port()
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", f"switchboard_{name}"],
-            env={**self.env, "SB_OPS_PORT": str(free_port()), "SB_INSTANCE": name},
+            env={**self.env, "SB_OPS_PORT": str(self.ops_ports[name]), "SB_INSTANCE": name},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

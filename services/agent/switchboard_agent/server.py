@@ -8,7 +8,7 @@ import uuid
 
 import asyncpg
 
-from switchboard import bus
+from switchboard import backlog, bus
 from switchboard.rpc import GrpcServer
 from switchboard.runtime import ServiceRuntime
 from switchboard.store import create_pool, migrate
@@ -123,9 +123,12 @@ async def serve(settings: AgentSettings) -> None:
         worker = bus.PullWorker(sub, lanes.handle, settings.agent_max_concurrent_runs, "agent")
         lanes.saturated = lambda: worker.saturated
         task = asyncio.create_task(worker.run())
+        lanes_stream = rt.subjects.stream("LANES")
+        tracking = asyncio.create_task(backlog.track(rt.js, lanes_stream, "dispatch"))
         log.info("agent ready", extra={"grpc_port": port})
         await rt.wait_stopped()
         task.cancel()
+        tracking.cancel()
         await grpc_server.set_serving(False)
         await worker.drain()
 
