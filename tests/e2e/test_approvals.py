@@ -45,6 +45,8 @@ def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[Servi
             "SB_EXEC_ALLOWLIST": '["echo"]',
             "SB_WORKSPACES_DIR": str(workspaces),
             "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
+            # One run at a time: a run waiting for a person must lend its slot to others.
+            "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
         }
         procs = ServiceProcesses(tmp_path, nats_url, database_url, env)
         procs.llm = llm  # type: ignore[attr-defined]
@@ -129,6 +131,11 @@ def test_approve_deny_and_timestamps(services: ServiceProcesses) -> None:
             assert approval["args"] == {"command": "echo guarded-1"}
             assert approval["rule"] == "exec:command=echo guarded*"
             time.sleep(1.0)  # the run waits: nothing ran, nothing was committed
+            assert history(c, key) == []
+            # Meanwhile another session is served, though the agent runs one run at a time.
+            other = "main:approvals:other"
+            c.post(f"/api/sessions/{other}/messages", json={"text": "time"})
+            assert next_reply(c, other, 0).startswith("done: ")
             assert history(c, key) == []
             phases = [(e["stream"], e["phase"]) for e in tap.events]
             assert ("tool", "approval") in phases

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import nats
@@ -235,6 +235,7 @@ class PullWorker:
         self.slots = asyncio.Semaphore(concurrency)
         self.name = name
         self.tasks: set[asyncio.Task[None]] = set()
+        self._owed = 0  # lent slots not taken back (cancelled meanwhile): not released again
 
     @property
     def saturated(self) -> bool:
@@ -244,6 +245,21 @@ class PullWorker:
         messages when none is ready, and then holds the first one until all n came or the
         request expired (seconds of latency at low load)."""
         return self.slots.locked()
+
+    @contextlib.asynccontextmanager
+    async def lend_slot(self) -> AsyncIterator[None]:
+        """For a handler that waits on something outside the system (a person's approval):
+        its slot serves other deliveries meanwhile, and it takes a slot back before going on
+        (waiting for one if all are busy)."""
+        self.slots.release()
+        try:
+            yield
+        finally:
+            try:
+                await self.slots.acquire()
+            except asyncio.CancelledError:
+                self._owed += 1
+                raise
 
     async def run(self) -> None:
         while True:
@@ -276,7 +292,10 @@ class PullWorker:
             with contextlib.suppress(Exception):
                 await msg.nak(delay=1.0)
         finally:
-            self.slots.release()
+            if self._owed:
+                self._owed -= 1
+            else:
+                self.slots.release()
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait for in-flight handlers (used at shutdown)."""

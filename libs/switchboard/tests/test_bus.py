@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from typing import Any
+
 import nats
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -49,5 +53,48 @@ async def test_trace_context_travels_in_headers(nats_url: str) -> None:
         ctx = extract_context(msg.headers)
         assert trace.get_current_span(ctx).get_span_context().trace_id == expected
         assert messages_pb2.LaneItem.FromString(msg.data).session_key == "k"
+    finally:
+        await nc.close()
+
+
+async def test_a_handler_waiting_outside_lends_its_slot(nats_url: str) -> None:
+    """One slot: the first message's handler waits (as a run waiting for an approval does)
+    with its slot lent; the second message is handled meanwhile; then the first finishes."""
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        subjects = bus.Subjects()
+        await bus.ensure_streams(js, subjects)
+        sub = await bus.durable_pull(js, "TOOLS", "lend", "sb.tools.call.>", ack_wait=30)
+        approved = asyncio.Event()
+        order: list[str] = []
+        worker: bus.PullWorker
+
+        async def handler(msg: Any) -> None:
+            call = messages_pb2.ToolCall()
+            call.ParseFromString(msg.data)
+            if call.call_id == "waits":
+                async with worker.lend_slot():
+                    await approved.wait()
+            order.append(call.call_id)
+            if call.call_id == "quick":
+                approved.set()
+            await msg.ack()
+
+        worker = bus.PullWorker(sub, handler, 1, "test")
+        task = asyncio.create_task(worker.run())
+        for call_id in ("waits", "quick"):
+            call = messages_pb2.ToolCall(call_id=call_id, run_id="r", tool="get_time")
+            await bus.js_publish(js, "sb.tools.call.default", call, msg_id=call_id)
+        for _ in range(100):
+            if len(order) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert order == ["quick", "waits"]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await worker.drain()
+        assert not worker.saturated  # the lent slot came back: one free slot, as at the start
     finally:
         await nc.close()

@@ -87,6 +87,7 @@ async def serve(settings: AgentSettings) -> None:
         rt.stack.push_async_callback(grpc_server.stop)
 
         model, no_model_reply = choose_model(settings)
+        gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
         runner = Runner(
             rt.nc,
             rt.subjects,
@@ -97,7 +98,7 @@ async def serve(settings: AgentSettings) -> None:
             settings.workspace_root(),
             settings.max_iterations,
             settings.max_tokens,
-            ToolGate(rules, approvals, waiter, settings.approval_timeout_s),
+            gate,
             OutboundPublisher(rt.js, rt.subjects),
         )
         kv = await rt.js.key_value(rt.subjects.lease_bucket)
@@ -122,6 +123,7 @@ async def serve(settings: AgentSettings) -> None:
         )
         worker = bus.PullWorker(sub, lanes.handle, settings.agent_max_concurrent_runs, "agent")
         lanes.saturated = lambda: worker.saturated
+        gate.while_waiting = worker.lend_slot
         task = asyncio.create_task(worker.run())
         lanes_stream = rt.subjects.stream("LANES")
         tracking = asyncio.create_task(backlog.track(rt.js, lanes_stream, "dispatch"))

@@ -4,7 +4,9 @@ a ToolCall row and wait (see ``approvals``) without holding an executor."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,9 @@ class ToolGate:
         self.store = store
         self.waiter = waiter
         self.timeout_s = timeout_s
+        # Wraps the wait for a person: the agent's PullWorker lends the run's slot meanwhile,
+        # so runs waiting for approvals do not starve the replica.
+        self.while_waiting: Callable[[], AbstractAsyncContextManager[None]] = _nothing
 
     async def screen(
         self,
@@ -118,7 +123,8 @@ class ToolGate:
                 if row.status == AWAITING:
                     APPROVALS.labels("requested").inc()
                     await emit("approval", call, _approval_data(row))
-            decided = await self.waiter.wait(run_id, list(rows.values()), self.timeout_s)
+            async with self.while_waiting():
+                decided = await self.waiter.wait(run_id, list(rows.values()), self.timeout_s)
             rows = {r.call_id: decided.get(r.approval_id, r) for r in rows.values()}
         for call, _ in gated:
             row = rows[call.call_id]
@@ -138,6 +144,11 @@ class ToolGate:
                     status=row.status,
                 )
         return out
+
+
+@contextlib.asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
 
 
 def _approval_data(row: ApprovalRow) -> dict[str, Any]:
