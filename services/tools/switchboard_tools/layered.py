@@ -31,9 +31,9 @@ from switchboard_tools.runner import (
     spawn_and_collect,
     spawn_background,
 )
+from switchboard_tools.sandbox import lower_limit, set_no_new_privs
 
 _MiB = 1024 * 1024
-_PR_SET_NO_NEW_PRIVS = 38
 _NS_KINDS = ("user", "mnt", "pid", "ipc", "uts")
 # How long a spawned process may take to report its measured isolation.
 _REPORT_TIMEOUT_S = 10.0
@@ -148,20 +148,13 @@ class LayeredSandbox:
 
     def preexec(self, cpu_seconds: int) -> None:
         # Between fork and exec, after the uid change: plain system calls only.
-        def lower(which: int, value: int) -> None:
-            _, hard = resource.getrlimit(which)
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)
-            resource.setrlimit(which, (value, value))
-
-        lower(resource.RLIMIT_CPU, cpu_seconds)
-        lower(resource.RLIMIT_FSIZE, self.fsize_bytes)
-        lower(resource.RLIMIT_NOFILE, self.nofile)
-        lower(resource.RLIMIT_CORE, 0)
+        lower_limit(resource.RLIMIT_CPU, cpu_seconds)
+        lower_limit(resource.RLIMIT_FSIZE, self.fsize_bytes)
+        lower_limit(resource.RLIMIT_NOFILE, self.nofile)
+        lower_limit(resource.RLIMIT_CORE, 0)
         if self.address_space_bytes is not None:
-            lower(resource.RLIMIT_AS, self.address_space_bytes)
-        if self._prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+            lower_limit(resource.RLIMIT_AS, self.address_space_bytes)
+        set_no_new_privs(self._prctl)
 
     async def run(
         self,

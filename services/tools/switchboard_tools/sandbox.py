@@ -110,7 +110,7 @@ def minimal_env(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
-def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
+def lower_limit(which: int, soft: int, hard: int | None = None) -> None:
     """Lower a resource limit (never above the current hard limit, which we could not raise)."""
     _, cur_hard = resource.getrlimit(which)
     hard = soft if hard is None else hard
@@ -118,6 +118,12 @@ def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
         soft = min(soft, cur_hard)
         hard = min(hard, cur_hard)
     resource.setrlimit(which, (soft, hard))
+
+
+def set_no_new_privs(prctl: Any) -> None:
+    """``prctl(PR_SET_NO_NEW_PRIVS)``, between fork and exec (``prctl`` loaded before)."""
+    if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
 
 def _load_prctl() -> Any:
@@ -183,14 +189,14 @@ class ProcessSandbox:
 
     def _preexec(self, cpu_seconds: int) -> None:
         # Runs in the child between fork and exec: keep it to plain system calls.
-        _set_limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
-        _set_limit(resource.RLIMIT_FSIZE, self.fsize_bytes)
-        _set_limit(resource.RLIMIT_NOFILE, self.nofile)
-        _set_limit(resource.RLIMIT_CORE, 0)
+        lower_limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+        lower_limit(resource.RLIMIT_FSIZE, self.fsize_bytes)
+        lower_limit(resource.RLIMIT_NOFILE, self.nofile)
+        lower_limit(resource.RLIMIT_CORE, 0)
         if self.address_space_bytes is not None:
-            _set_limit(resource.RLIMIT_AS, self.address_space_bytes)
-        if self._prctl is not None and self._prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+            lower_limit(resource.RLIMIT_AS, self.address_space_bytes)
+        if self._prctl is not None:
+            set_no_new_privs(self._prctl)
 
     async def run(
         self,
