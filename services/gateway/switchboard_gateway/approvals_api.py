@@ -11,12 +11,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from switchboard.errors import InvalidSessionKey
-from switchboard.sessions import validate_session_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
 from .auth import require_token
-from .errors import ApiError
+from .errors import ApiError, agent_unavailable, checked_session_key
 
 router = APIRouter(dependencies=[Depends(require_token)])
 STATUSES = ("awaiting_approval", "approved", "denied", "expired", "cancelled")
@@ -69,10 +67,6 @@ def _stub(request: Request) -> approvals_pb2_grpc.ApprovalsStub:
     return stub
 
 
-def _unavailable() -> ApiError:
-    return ApiError(503, "The agent service is not available; try again shortly.")
-
-
 @router.get("/api/approvals")
 async def list_approvals(
     request: Request, session_key: str = "", status: str = "", limit: int = 100
@@ -82,17 +76,14 @@ async def list_approvals(
     if not 1 <= limit <= 1000:
         raise ApiError(400, "limit must be between 1 and 1000", param="limit")
     if session_key:
-        try:
-            validate_session_key(session_key)
-        except InvalidSessionKey as exc:
-            raise ApiError(400, f"Invalid session key: {exc}", param="session_key") from exc
+        checked_session_key(session_key, "session_key")
     try:
         reply = await _stub(request).List(
             approvals_pb2.ListApprovalsRequest(session_key=session_key, status=status, limit=limit),
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _unavailable() from exc
+        raise agent_unavailable() from exc
     return {"approvals": [approval_json(a) for a in reply.approvals]}
 
 
@@ -113,7 +104,7 @@ async def decide(approval_id: str, body: Decision, request: Request) -> dict[str
             raise ApiError(404, f"No approval {approval_id!r}", code="approval_not_found") from exc
         if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
             raise ApiError(409, exc.details() or "already decided", code="already_decided") from exc
-        raise _unavailable() from exc
+        raise agent_unavailable() from exc
     return approval_json(reply)
 
 
@@ -123,10 +114,7 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
     settings = request.app.state.settings
     agent = body.agent or settings.default_agent
     key = body.session_key or f"{agent}:api:tools-invoke"
-    try:
-        validate_session_key(key)
-    except InvalidSessionKey as exc:
-        raise ApiError(400, f"Invalid session key: {exc}", param="sessionKey") from exc
+    checked_session_key(key, "sessionKey")
     try:
         reply = await stub.Invoke(
             approvals_pb2.InvokeToolRequest(
@@ -141,7 +129,7 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
     except grpc.aio.AioRpcError as exc:
         status = _INVOKE_REFUSALS.get(exc.code())
         if status is None:
-            raise _unavailable() from exc
+            raise agent_unavailable() from exc
         raise ApiError(status, exc.details() or "refused", code=_invoke_code(exc)) from exc
     return JSONResponse(
         {

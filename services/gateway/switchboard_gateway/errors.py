@@ -9,6 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from switchboard.errors import InvalidSessionKey
+from switchboard.sessions import validate_session_key
+
 from .conversations import BusUnavailable
 
 ERROR_TYPES = {
@@ -31,6 +34,19 @@ class ApiError(Exception):
         self.message = message
         self.code = code
         self.param = param
+
+
+def checked_session_key(key: str, param: str = "key") -> str:
+    """``key`` if it is a valid session key, else a 400 naming the parameter."""
+    try:
+        return validate_session_key(key)
+    except InvalidSessionKey as exc:
+        raise ApiError(400, f"Invalid session key: {exc}", param=param) from exc
+
+
+def agent_unavailable() -> ApiError:
+    """The agent's gRPC services did not answer (internal detail stays in the logs)."""
+    return ApiError(503, "The agent service is not available; try again shortly.")
 
 
 def error_body(

@@ -12,12 +12,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from nats.aio.msg import Msg
 
-from switchboard.errors import InvalidSessionKey
-from switchboard.sessions import session_token, validate_session_key
+from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
 from .auth import require_token
-from .errors import ApiError
+from .errors import checked_session_key
 
 router = APIRouter(dependencies=[Depends(require_token)])
 HEARTBEAT_S = 15.0
@@ -52,10 +51,7 @@ def event_json(e: messages_pb2.AgentEvent) -> dict[str, Any]:
 
 @router.get("/api/sessions/{key}/events")
 async def session_events(key: str, request: Request) -> StreamingResponse:
-    try:
-        key = validate_session_key(key)
-    except InvalidSessionKey as exc:
-        raise ApiError(400, f"Invalid session key: {exc}", param="key") from exc
+    key = checked_session_key(key)
     conversations = request.app.state.conversations
     nc = conversations.nc
     subject = conversations.subjects.events(session_token(key))

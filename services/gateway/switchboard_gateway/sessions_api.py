@@ -10,13 +10,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from switchboard.errors import InvalidSessionKey
-from switchboard.sessions import validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .auth import require_token
 from .conversations import Conversations, Outgoing
-from .errors import ApiError
+from .errors import ApiError, agent_unavailable, checked_session_key
 
 router = APIRouter(prefix="/api/sessions", dependencies=[Depends(require_token)])
 
@@ -34,17 +32,16 @@ class PostMessage(BaseModel):
     agent: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
 
 
-def _key(key: str) -> str:
-    try:
-        return validate_session_key(key)
-    except InvalidSessionKey as exc:
-        raise ApiError(400, f"Invalid session key: {exc}", param="key") from exc
-
-
 @router.post("/{key}/messages", status_code=202)
 async def post_message(key: str, body: PostMessage, request: Request) -> JSONResponse:
     settings = request.app.state.settings
-    out = Outgoing("api", body.text, _key(key), body.agent or settings.default_agent, sender="api")
+    out = Outgoing(
+        "api",
+        body.text,
+        checked_session_key(key),
+        body.agent or settings.default_agent,
+        sender="api",
+    )
     conversations: Conversations = request.app.state.conversations
     await conversations.post(out)
     return JSONResponse(
@@ -64,7 +61,9 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
     try:
         reply = await stub.Patch(
             sessions_pb2.PatchSessionRequest(
-                session_key=_key(key), queue_mode=body.queue_mode or "", tool_policy_json=policy
+                session_key=checked_session_key(key),
+                queue_mode=body.queue_mode or "",
+                tool_policy_json=policy,
             ),
             timeout=5.0,
         )
@@ -80,7 +79,7 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
 def _rpc_error(exc: grpc.aio.AioRpcError) -> ApiError:
     if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
         return ApiError(400, exc.details() or "invalid request")
-    return ApiError(503, "The agent service is not available; try again shortly.")
+    return agent_unavailable()
 
 
 @router.get("/{key}/history")
@@ -90,7 +89,8 @@ async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
     stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
     try:
         reply = await stub.History(
-            sessions_pb2.HistoryRequest(session_key=_key(key), limit=limit), timeout=5.0
+            sessions_pb2.HistoryRequest(session_key=checked_session_key(key), limit=limit),
+            timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
         raise _rpc_error(exc) from exc
