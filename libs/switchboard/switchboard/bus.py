@@ -20,6 +20,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     KeyValueConfig,
+    PubAck,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -188,9 +189,20 @@ async def js_publish(
     js: JetStreamContext, subject: str, message: Message, msg_id: str | None = None
 ) -> int:
     """Durably publish a protobuf message with trace context; return its stream sequence."""
+    return (await js_publish_ack(js, subject, message, msg_id)).seq
+
+
+async def js_publish_ack(
+    js: JetStreamContext,
+    subject: str,
+    message: Message,
+    msg_id: str | None = None,
+    timeout: float = 5.0,
+) -> PubAck:
+    """:func:`js_publish`, returning the whole ack (``duplicate``: the stream's dedupe window
+    already held ``msg_id``)."""
     headers = inject_headers({MSG_ID: msg_id} if msg_id else None)
-    ack = await js.publish(subject, message.SerializeToString(), headers=headers, timeout=5.0)
-    return ack.seq
+    return await js.publish(subject, message.SerializeToString(), headers=headers, timeout=timeout)
 
 
 async def core_publish(nc: NATS, subject: str, message: Message) -> None:

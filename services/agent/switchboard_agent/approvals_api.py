@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
 
 import grpc
 from jsonschema import Draft202012Validator
@@ -15,13 +14,10 @@ from switchboard.sessions import validate_session_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
 from .approvals import AlreadyDecided, ApprovalNotFound, ApprovalRow, ApprovalStore, ApprovalWaiter
+from .sessions_api import epoch_ms
 from .store import SessionStore
 from .toolgate import ToolRules
 from .tools_client import CallRequest, ToolDispatcher
-
-
-def _ms(dt: datetime | None) -> int:
-    return int(dt.timestamp() * 1000) if dt else 0
 
 
 def approval_pb(r: ApprovalRow) -> approvals_pb2.Approval:
@@ -37,10 +33,10 @@ def approval_pb(r: ApprovalRow) -> approvals_pb2.Approval:
         status=r.status,
         decided_by=r.decided_by,
         reason=r.reason,
-        requested_at_ms=_ms(r.requested_at),
-        decided_at_ms=_ms(r.decided_at),
-        started_at_ms=_ms(r.started_at),
-        finished_at_ms=_ms(r.finished_at),
+        requested_at_ms=epoch_ms(r.requested_at),
+        decided_at_ms=epoch_ms(r.decided_at),
+        started_at_ms=epoch_ms(r.started_at),
+        finished_at_ms=epoch_ms(r.finished_at),
     )
 
 

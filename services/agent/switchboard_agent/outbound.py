@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from nats.js import JetStreamContext
 
 from switchboard import bus
-from switchboard.telemetry import inject_headers
 from switchboard.v1 import messages_pb2
 
 from .chunker import chunk_text
@@ -129,10 +128,8 @@ class OutboundPublisher:
         subject = self.subject(parts[0].channel, parts[0].account)
         new = 0
         for part in parts:
-            headers = inject_headers({bus.MSG_ID: f"{run_id}:{part.part}"})
-            ack = await self.js.publish(
-                subject, part.SerializeToString(), headers=headers, timeout=self.timeout_s
-            )
+            msg_id = f"{run_id}:{part.part}"
+            ack = await bus.js_publish_ack(self.js, subject, part, msg_id, self.timeout_s)
             new += not ack.duplicate
         if new < len(parts):
             log.info(

@@ -17,8 +17,9 @@ from .queueing import QUEUE_MODES
 from .store import SessionStore
 
 
-def _ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
+def epoch_ms(dt: datetime | None) -> int:
+    """Milliseconds since the epoch for the protobuf ``*_ms`` fields; 0 for no time."""
+    return int(dt.timestamp() * 1000) if dt else 0
 
 
 async def _valid_key(key: str, context: grpc.aio.ServicerContext) -> str:
@@ -46,7 +47,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                     role=r.role,
                     content_json=json.dumps(r.content),
                     run_id=r.run_id,
-                    created_at_ms=_ms(r.created_at),
+                    created_at_ms=epoch_ms(r.created_at),
                 )
                 for r in rows
             ],
@@ -94,7 +95,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                 sessions_pb2.SessionInfo(
                     session_key=r.session_key,
                     agent=r.agent,
-                    updated_at_ms=_ms(r.updated_at),
+                    updated_at_ms=epoch_ms(r.updated_at),
                     message_count=r.message_count,
                 )
                 for r in rows
