@@ -5,7 +5,6 @@ survives a SIGKILL of the agent; a session policy refuses tools with a readable 
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ import httpx
 import pytest
 
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.services import ServiceProcesses
+from tests.support.services import ServiceProcesses, with_fake_model
 
 
 def script(req: FakeRequest) -> Reply:
@@ -36,25 +35,14 @@ def script(req: FakeRequest) -> Reply:
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
-    workspaces.chmod(0o755)  # the sandbox's unprivileged uid must be able to reach it
-    with FakeLLM(script) as llm:
-        env = {
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": f"{llm.base_url}/v1",
-            "SB_EXEC_ALLOWLIST": '["echo"]',
-            "SB_WORKSPACES_DIR": str(workspaces),
-            "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
-            # One run at a time: a run waiting for a person must lend its slot to others.
-            "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
-        }
-        procs = ServiceProcesses(tmp_path, nats_url, database_url, env)
-        procs.llm = llm  # type: ignore[attr-defined]
-        procs.start()
-        try:
-            yield procs
-        finally:
-            procs.stop()
+    env = {
+        "SB_EXEC_ALLOWLIST": '["echo"]',
+        "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
+        # One run at a time: a run waiting for a person must lend its slot to others.
+        "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
+    }
+    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+        yield procs
 
 
 def client(services: ServiceProcesses, token: str | None = None) -> httpx.Client:

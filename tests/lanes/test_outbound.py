@@ -4,7 +4,6 @@ a replayed inbound message (past the INBOUND dedupe) neither runs again nor repl
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,30 +16,17 @@ from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, text_only
-from tests.support.services import ServiceProcesses
+from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.streams import outbound_parts as stored_parts
 
 LONG = " ".join(f"Sentence number {i} of a long reply." for i in range(80))  # ~2.8k chars
 
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
-    workspaces.chmod(0o755)
-    with FakeLLM(text_only(LONG)) as llm:
-        env = {
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": f"{llm.base_url}/v1",
-            "SB_WORKSPACES_DIR": str(workspaces),
-            "SB_LOG_LEVEL": "INFO",
-        }
-        procs = ServiceProcesses(tmp_path, nats_url, database_url, env)
-        procs.llm = llm  # type: ignore[attr-defined]
-        procs.nats_url = nats_url  # type: ignore[attr-defined]
-        procs.start()
-        try:
-            yield procs
-        finally:
-            procs.stop()
+    env = {"SB_LOG_LEVEL": "INFO"}
+    with with_fake_model(tmp_path, nats_url, database_url, text_only(LONG), env) as procs:
+        yield procs
 
 
 def inbound(message_id: str) -> messages_pb2.InboundMessage:
@@ -60,7 +46,6 @@ def inbound(message_id: str) -> messages_pb2.InboundMessage:
 async def outbound_parts(nc: nats.NATS, wanted: int, settle_s: float) -> list[tuple[str, str]]:
     """(Nats-Msg-Id, run id) of every OUTBOUND message, read without consuming them."""
     js = nc.jetstream()
-    found: list[tuple[str, str]] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         info = await js.stream_info("OUTBOUND")
@@ -68,13 +53,7 @@ async def outbound_parts(nc: nats.NATS, wanted: int, settle_s: float) -> list[tu
             break
         await asyncio.sleep(0.2)
     await asyncio.sleep(settle_s)  # a second copy, if any, would land by now
-    info = await js.stream_info("OUTBOUND")
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        raw = await js.get_msg("OUTBOUND", seq)
-        part = messages_pb2.OutboundMessage()
-        part.ParseFromString(raw.data or b"")
-        found.append(((raw.headers or {}).get(bus.MSG_ID, ""), part.run_id))
-    return found
+    return [(msg_id, part.run_id) for msg_id, part in await stored_parts(js)]
 
 
 async def wait_log(path: Path, text: str, timeout: float = 20.0) -> bool:
@@ -132,4 +111,5 @@ async def scenario(url: str, llm: FakeLLM, log: Path) -> None:
 
 def test_outbound_parts_exactly_once(services: ServiceProcesses) -> None:
     log = services.home / "logs" / "agent.log"
-    asyncio.run(scenario(services.nats_url, services.llm, log))  # type: ignore[attr-defined]
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    asyncio.run(scenario(services.env["SB_NATS_URL"], llm, log))

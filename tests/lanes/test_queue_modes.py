@@ -5,7 +5,6 @@ on the new message."""
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.services import ServiceProcesses
+from tests.support.services import ServiceProcesses, with_fake_model
 
 
 def script(req: FakeRequest) -> Reply:
@@ -32,22 +31,9 @@ def script(req: FakeRequest) -> Reply:
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
-    workspaces.chmod(0o755)  # the sandbox's unprivileged uid must be able to reach it
-    with FakeLLM(script) as llm:
-        env = {
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": f"{llm.base_url}/v1",
-            "SB_EXEC_ALLOWLIST": '["sleep", "echo"]',
-            "SB_WORKSPACES_DIR": str(workspaces),
-        }
-        procs = ServiceProcesses(tmp_path, nats_url, database_url, env)
-        procs.llm = llm  # type: ignore[attr-defined]
-        procs.start()
-        try:
-            yield procs
-        finally:
-            procs.stop()
+    env = {"SB_EXEC_ALLOWLIST": '["sleep", "echo"]'}
+    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+        yield procs
 
 
 def client(services: ServiceProcesses) -> httpx.Client:

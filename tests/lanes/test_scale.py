@@ -24,6 +24,7 @@ from switchboard.embedded import free_port
 from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, RecordedCall, tool_then_text
 from tests.support.stack import Stack, start_stack, stop_stack
+from tests.support.streams import outbound_parts
 
 SESSION = re.compile(r"Session: (\S+)\. ")
 
@@ -97,13 +98,8 @@ async def outbound_replies(stack: Stack) -> dict[str, list[tuple[str, int, int]]
     """Every OUTBOUND part (run id, part, parts) by the inbound message it answers."""
     nc = await nats.connect(stack.nats_url)  # type: ignore[attr-defined]
     try:
-        js = nc.jetstream()
-        info = await js.stream_info("OUTBOUND")
         replies: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            raw = await js.get_msg("OUTBOUND", seq)
-            part = messages_pb2.OutboundMessage()
-            part.ParseFromString(raw.data or b"")
+        for _, part in await outbound_parts(nc.jetstream()):
             for mid in part.message_ids:
                 replies[mid].append((part.run_id, part.part, part.parts))
         return replies

@@ -3,17 +3,21 @@ launcher does, minus supervision), for tests that restart the servers under them
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
 
 from switchboard.embedded import free_port
+from tests.fakes.llm import FakeLLM, Script
 
 SERVICES = ("gateway", "router", "agent", "tools")
 
@@ -102,3 +106,30 @@ class ServiceProcesses:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+
+@contextlib.contextmanager
+def with_fake_model(
+    home: Path, nats_url: str, database_url: str, script: Script, env: Mapping[str, str]
+) -> Iterator[ServiceProcesses]:
+    """The four services against a fake OpenAI-compatible model running ``script`` (as
+    ``.llm``), with their own workspaces root (removed afterwards); ``env`` adds settings."""
+    workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
+    workspaces.chmod(0o755)  # the sandbox's unprivileged uid must be able to reach it
+    try:
+        with FakeLLM(script) as llm:
+            settings = {
+                "OPENAI_API_KEY": "sk-test",
+                "OPENAI_BASE_URL": f"{llm.base_url}/v1",
+                "SB_WORKSPACES_DIR": str(workspaces),
+                **env,
+            }
+            procs = ServiceProcesses(home, nats_url, database_url, settings)
+            procs.llm = llm  # type: ignore[attr-defined]
+            procs.start()
+            try:
+                yield procs
+            finally:
+                procs.stop()
+    finally:
+        shutil.rmtree(workspaces, ignore_errors=True)
