@@ -4,7 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := -e libs/switchboard -e services/gateway -e services/router -e services/agent -e services/tools
+# The library and every service of the registry (libs/switchboard/switchboard/registry.py).
+PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
 .PHONY: install run test lint proto bench clean
 
