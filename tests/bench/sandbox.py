@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from switchboard_tools.builtin import builtin_registry
-from switchboard_tools.layered import LayeredSandbox
-from switchboard_tools.probe import probe_layers
 from switchboard_tools.registry import ToolContext, ToolRegistry
-from switchboard_tools.sandbox import ProcessSandbox, Sandbox
+from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, Sandbox, probe_layers
 from switchboard_tools.workspace import ensure_workspace
 from tests.bench.stats import summarize
 

@@ -30,7 +30,7 @@ def builtin_registry(
     """get_time, read, write, edit, list_dir, search_files and exec (``exec_allowlist`` is
     for its allowlist mode; ``None`` means the default allowlist, see
     :data:`switchboard_tools.tools.exec.DEFAULT_EXEC_ALLOWLIST`). With a profiled sandbox
-    (:func:`switchboard_tools.probe.probe_sandbox`) exec also offers mode 'sandbox'.
+    (:func:`switchboard_tools.sandbox.probe_sandbox`) exec also offers mode 'sandbox'.
     web_fetch and web_search take ``web`` (``None``: defaults, no search provider).
     apply_patch; process (long-running commands) when the sandbox can spawn, with
     ``processes`` as its manager (``None``: a new one with default limits)."""

@@ -22,9 +22,7 @@ from typing import Any, Protocol
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.output import RingOutput
-from switchboard_tools.profile import SandboxProfile
-from switchboard_tools.runner import Child
-from switchboard_tools.sandbox import ProfiledSandbox, SpawningSandbox
+from switchboard_tools.sandbox import Child, ProfiledSandbox, SandboxProfile, SpawningSandbox
 
 HANDLE = re.compile(r"p_([A-Za-z0-9-]{1,64})_([0-9]{1,18})")
 GONE = (

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
+from switchboard.sessions import is_agent_id
 from switchboard_tools.errors import ToolError
-from switchboard_tools.profile import SandboxUnavailable
-
-_AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _realpath(path: Path | str) -> Path:
@@ -55,16 +52,10 @@ def display_path(workspace: Path, resolved: Path) -> str:
     return "." if text in ("", ".") else text
 
 
-def validate_agent_id(agent: str) -> str:
-    """Return ``agent`` if it is a safe agent id (``[A-Za-z0-9_-]{1,64}``), else raise."""
-    if not isinstance(agent, str) or _AGENT_ID.fullmatch(agent) is None:
-        raise ToolError(f"Invalid agent id {agent!r}: expected 1-64 characters of [A-Za-z0-9_-]")
-    return agent
-
-
 def ensure_workspace(root: Path, agent: str) -> Path:
     """Create (if needed) and return the resolved workspace ``root/<agent>``."""
-    validate_agent_id(agent)
+    if not isinstance(agent, str) or not is_agent_id(agent):
+        raise ToolError(f"Invalid agent id {agent!r}: expected 1-64 characters of a-z 0-9 _ -")
     real_root = _realpath(root)
     workspace = real_root / agent
     try:
@@ -94,30 +85,3 @@ def inherit_owner(workspace: Path, path: Path, fd: int | None = None) -> None:
         os.fchown(fd, st.st_uid, st.st_gid)
     else:
         os.lchown(path, st.st_uid, st.st_gid)
-
-
-def hand_workspace_over(workspace: Path, uid: int | None, namespaces: bool) -> None:
-    """Make ``workspace`` usable by the sandbox's dedicated ``uid`` (``None``: no uid change).
-
-    The dedicated uid must be able to write its workspace (the executor, as root, keeps
-    access) and bubblewrap, running as that uid, must be able to reach it.
-    """
-    if uid is None:
-        return
-    st = workspace.stat()
-    if st.st_uid != uid:
-        # First use by the sandbox: hand over what the executor created so far; later
-        # files created by the executor's tools inherit the owner (inherit_owner).
-        for top, dirs, files in os.walk(workspace):
-            for name in dirs + files:
-                os.lchown(os.path.join(top, name), uid, uid)
-        os.chown(workspace, uid, uid)
-    if not namespaces:
-        return  # the child enters its cwd before dropping the uid
-    for parent in workspace.parents:
-        st = parent.stat()
-        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
-            raise SandboxUnavailable(
-                f"Refused: the sandbox uid {uid} cannot reach the workspace ({parent} is "
-                "not searchable by it; the operator must give it o+x). Nothing was run."
-            )

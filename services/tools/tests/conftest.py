@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from switchboard_tools.builtin import builtin_registry
-from switchboard_tools.layered import LayeredSandbox
-from switchboard_tools.probe import probe_sandbox
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
-from switchboard_tools.sandbox import ProcessSandbox
+from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sandbox
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 from switchboard_tools.workspace import ensure_workspace
 

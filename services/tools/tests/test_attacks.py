@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from switchboard_tools.layered import LayeredSandbox
-from switchboard_tools.profile import SandboxProfile
+from switchboard_tools.sandbox import LayeredSandbox, SandboxProfile
 
 Need = Callable[..., None]
 SECRET = "sb-test-secret-7f3a9c"

@@ -13,11 +13,15 @@ from typing import Any
 import pytest
 
 from switchboard_tools.builtin import builtin_registry
-from switchboard_tools.layered import LayeredSandbox
-from switchboard_tools.probe import probe_layers
-from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
 from switchboard_tools.registry import ToolContext
-from switchboard_tools.sandbox import ProfiledSandbox, Sandbox
+from switchboard_tools.sandbox import (
+    LayeredSandbox,
+    ProfiledSandbox,
+    Sandbox,
+    SandboxProfile,
+    SandboxUnavailable,
+    probe_layers,
+)
 
 Need = Callable[..., None]
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from switchboard_tools.builtin import builtin_registry
-from switchboard_tools.layered import LayeredSandbox
 from switchboard_tools.procs import ProcessLimits, ProcessManager
 from switchboard_tools.registry import ToolContext, ToolOutput
+from switchboard_tools.sandbox import LayeredSandbox
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 
 Call = Callable[..., Awaitable[ToolOutput]]

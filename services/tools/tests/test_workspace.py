@@ -75,13 +75,15 @@ def test_display_path(workspace: Path) -> None:
 
 
 def test_ensure_workspace(tmp_path: Path) -> None:
-    ws = ensure_workspace(tmp_path / "root", "Agent_1-x")
-    assert ws == (tmp_path / "root" / "Agent_1-x").resolve()
+    ws = ensure_workspace(tmp_path / "root", "agent_1-x")
+    assert ws == (tmp_path / "root" / "agent_1-x").resolve()
     assert ws.is_dir()
-    assert ensure_workspace(tmp_path / "root", "Agent_1-x") == ws  # idempotent
+    assert ensure_workspace(tmp_path / "root", "agent_1-x") == ws  # idempotent
 
 
-@pytest.mark.parametrize("agent", ["", "..", "a/b", "a b", "x" * 65, "a\n", "ä", ".hidden"])
+@pytest.mark.parametrize(
+    "agent", ["", "..", "a/b", "a b", "x" * 65, "a\n", "ä", ".hidden", "Agent"]
+)
 def test_ensure_workspace_rejects_bad_agent_ids(tmp_path: Path, agent: str) -> None:
     with pytest.raises(ToolError, match="Invalid agent id"):
         ensure_workspace(tmp_path, agent)

@@ -20,9 +20,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
-from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.sandbox import ProcessResult, ProfiledSandbox, Sandbox
+from switchboard_tools.sandbox import (
+    ProcessResult,
+    ProfiledSandbox,
+    Sandbox,
+    SandboxProfile,
+    SandboxUnavailable,
+)
 from switchboard_tools.workspace import display_path, resolve_in_workspace
 
 DEFAULT_EXEC_ALLOWLIST: tuple[str, ...] = (

@@ -1,46 +1,24 @@
 """Running sandboxed commands: to completion (:func:`spawn_and_collect`) or left running under
 a supervisor task (:func:`spawn_background`, for long-running processes, output in a ring
-buffer), and reading the sandbox wrapper's report. The mechanics of one child are in
-:mod:`switchboard_tools.child`.
+buffer). The mechanics of one child are in :mod:`switchboard_tools.sandbox.child`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from switchboard_tools.child import (
+from switchboard_tools.output import Output, OutputCallback, OutputStreamer, RingOutput
+from switchboard_tools.sandbox.child import (
     Child,
     LaunchFailed,
     SpawnOptions,
-    become_subreaper,
-    kill_group,
-    reap_orphans,
     with_parent_death_signal,
 )
-from switchboard_tools.output import Output, OutputCallback, OutputStreamer, RingOutput
-
-__all__ = [
-    "Child",
-    "LaunchFailed",
-    "Output",
-    "ProcessResult",
-    "SpawnOptions",
-    "await_report",
-    "become_subreaper",
-    "kill_group",
-    "read_report",
-    "reap_orphans",
-    "spawn_and_collect",
-    "spawn_background",
-]
 
 
 @dataclass(frozen=True)
@@ -127,52 +105,3 @@ async def spawn_background(
     child = await Child.start(argv, cwd=cwd, env=env, options=options, sink=RingOutput(output_cap))
     child.supervisor = asyncio.create_task(child.supervise(lifetime_s, exit_grace_s))
     return child
-
-
-def read_report(fd: int) -> dict[str, Any] | None:
-    """The sandbox wrapper's JSON report (written before exec; the pipe is closed by now or
-    holds everything it will ever hold)."""
-    try:
-        os.set_blocking(fd, False)
-        data = b""
-        with contextlib.suppress(BlockingIOError):
-            while chunk := os.read(fd, 65536):
-                data += chunk
-    finally:
-        os.close(fd)
-    return _parse_report(data)
-
-
-async def await_report(fd: int, timeout_s: float) -> dict[str, Any] | None:
-    """Read the sandbox wrapper's JSON report while the command keeps running: until EOF or
-    until what was read is a complete JSON object (whichever comes first), within
-    ``timeout_s``. Closes ``fd``."""
-    loop = asyncio.get_running_loop()
-    stream = asyncio.StreamReader()
-    try:
-        pipe = os.fdopen(fd, "rb", buffering=0)
-    except BaseException:
-        os.close(fd)
-        raise
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
-    data = b""
-    try:
-        async with asyncio.timeout(timeout_s):
-            while chunk := await stream.read(65536):
-                data += chunk
-                report = _parse_report(data)
-                if report is not None:
-                    return report
-    except TimeoutError:
-        return None
-    finally:
-        transport.close()
-    return _parse_report(data)
-
-
-def _parse_report(data: bytes) -> dict[str, Any] | None:
-    try:
-        report = json.loads(data)
-    except ValueError:
-        return None
-    return report if isinstance(report, dict) else None

@@ -5,9 +5,11 @@ Outer layers are set up by the executor when it starts the child: own session / 
 ``no_new_privs``, a minimal environment, output cap and wall-clock timeout, and bubblewrap
 namespaces when ``bwrap`` works here (no network unless granted, read-only system directories,
 private ``/proc``, ``/dev`` and ``/tmp``, only the workspace bind-mounted read-write, all
-capabilities dropped). Inside, :mod:`switchboard_tools.inner` applies Landlock and a seccomp
-denylist, measures what is in force and only then execs the command. Which layers exist is
-decided by :func:`switchboard_tools.probe.probe_sandbox`, which runs a trivial command under each.
+capabilities dropped). Inside, :mod:`switchboard_tools.sandbox.inner` applies Landlock and a
+seccomp denylist, measures what is in force and only then execs the command. Which layers exist
+is decided by :func:`switchboard_tools.sandbox.probe.probe_sandbox`, which runs a trivial command
+under each; which of them a call uses is decided here, and its command line is built by
+:mod:`switchboard_tools.sandbox.launch`.
 """
 
 from __future__ import annotations
@@ -20,18 +22,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from switchboard_tools.launch import attest, prepare_launch
 from switchboard_tools.output import OutputCallback
-from switchboard_tools.profile import DEFAULT_PROFILE, SandboxProfile
-from switchboard_tools.runner import (
-    Child,
-    ProcessResult,
+from switchboard_tools.sandbox.child import Child
+from switchboard_tools.sandbox.launch import (
+    Launch,
+    attest,
     await_report,
+    prepare_launch,
     read_report,
-    spawn_and_collect,
-    spawn_background,
 )
-from switchboard_tools.sandbox import lower_limit, set_no_new_privs
+from switchboard_tools.sandbox.process import lower_limit, set_no_new_privs
+from switchboard_tools.sandbox.profile import DEFAULT_PROFILE, SandboxProfile, SandboxUnavailable
+from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, spawn_background
 
 _MiB = 1024 * 1024
 _NS_KINDS = ("user", "mnt", "pid", "ipc", "uts")
@@ -144,7 +146,63 @@ class LayeredSandbox:
         names = ["cpu", "fsize", "nofile", "core", "nproc"]
         return [*names, "as"] if self.address_space_bytes is not None else names
 
-    # -- running (the command line is built in switchboard_tools.launch) ---------------
+    # -- running (the command line is built in switchboard_tools.sandbox.launch) -------
+
+    def _prepare(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: Mapping[str, str] | None,
+        profile: SandboxProfile | None,
+        workspace: Path | None,
+        layers: Mapping[str, bool] | None,
+    ) -> Launch:
+        """Check ``profile`` against what is available and build the wrapped command line."""
+        if not argv:
+            raise ValueError("empty argv")
+        profile = profile or self.default_profile
+        use = {**self.available(), **(layers or {})}
+        missing = self.missing(profile) if layers is None else []
+        if missing:
+            raise SandboxUnavailable(
+                "Refused: this call's sandbox profile requires isolation this executor cannot "
+                f"provide ({', '.join(missing)}); it was not run."
+            )
+        python = self.layers.python
+        if python is None:
+            raise SandboxUnavailable("Refused: the sandbox was not probed; nothing was run.")
+        return prepare_launch(
+            argv,
+            cwd=cwd,
+            workspace=workspace or cwd,
+            timeout_s=timeout_s,
+            env=env,
+            profile=profile,
+            python=python,
+            bwrap=self.layers.bwrap if use["namespaces"] else None,
+            seccomp=bool(use["seccomp"]),
+            landlock=bool(use["landlock"]),
+            uid=self.drop_uid,
+            preexec=self.preexec,
+            host_ns=self.host_ns,
+            host_net=self.host_net,
+            nproc=self.nproc,
+            tmp_size_bytes=self.tmp_size_bytes,
+        )
+
+    def _attest(
+        self, report: dict[str, Any] | None, launch: Launch, output: str, timed_out: bool
+    ) -> dict[str, Any]:
+        return attest(
+            report,
+            launch,
+            output,
+            timed_out,
+            rlimits_set=self.rlimit_names(),
+            host_uid=self.run_uid,
+        )
 
     def preexec(self, cpu_seconds: int) -> None:
         # Between fork and exec, after the uid change: plain system calls only.
@@ -173,9 +231,8 @@ class LayeredSandbox:
         ``profile`` (default: the sandbox's) demands a layer that is missing or was not measured
         in force. ``workspace`` (default ``cwd``) is the only writable directory. ``layers``
         switches layers off (the probe uses it; tools never do). ``on_output`` receives output
-        as it arrives (see :func:`~switchboard_tools.runner.spawn_and_collect`)."""
-        launch = prepare_launch(
-            self,
+        as it arrives (see :func:`~switchboard_tools.sandbox.runner.spawn_and_collect`)."""
+        launch = self._prepare(
             argv,
             cwd=cwd,
             timeout_s=timeout_s,
@@ -199,7 +256,7 @@ class LayeredSandbox:
         finally:
             launch.close_fds()
             report = read_report(launch.report_r)
-        isolation = attest(self, report, launch, result.output, result.timed_out)
+        isolation = self._attest(report, launch, result.output, result.timed_out)
         return replace(result, isolation=isolation)
 
     async def spawn(
@@ -214,11 +271,10 @@ class LayeredSandbox:
         workspace: Path | None = None,
     ) -> Child:
         """Start ``argv`` under every available layer and leave it running (see
-        :func:`~switchboard_tools.runner.spawn_background`); returns once its isolation was
+        :func:`~switchboard_tools.sandbox.runner.spawn_background`); returns once its isolation was
         measured in force (``Child.isolation``), else kills it and raises
         :class:`SandboxUnavailable`."""
-        launch = prepare_launch(
-            self,
+        launch = self._prepare(
             argv,
             cwd=cwd,
             timeout_s=lifetime_s,
@@ -249,7 +305,7 @@ class LayeredSandbox:
                 child.kill()
                 await child.finish()
             output = bytes(child.sink.data).decode("utf-8", errors="replace")
-            child.isolation = attest(self, report, launch, output, child.timed_out)
+            child.isolation = self._attest(report, launch, output, child.timed_out)
         except BaseException:
             child.kill()
             await child.finish()

@@ -1,10 +1,5 @@
-"""Running commands for tools.
-
-Tools only see the :class:`Sandbox` protocol, so a stronger implementation (bubblewrap
-namespaces, seccomp, landlock, per-uid limits) can replace :class:`ProcessSandbox` without
-touching them. Every implementation must report honestly, via :meth:`Sandbox.attestation`, which
-isolation layers are actually in force.
-"""
+"""The plain process sandbox (:class:`ProcessSandbox`) and the outer-layer helpers every
+sandbox uses: the minimal environment, rlimits and ``no_new_privs``."""
 
 from __future__ import annotations
 
@@ -15,91 +10,18 @@ import resource
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from switchboard_tools.output import OutputCallback
-from switchboard_tools.profile import SandboxProfile
-from switchboard_tools.runner import (
-    Child,
-    ProcessResult,
-    SpawnOptions,
-    spawn_and_collect,
-    spawn_background,
-)
+from switchboard_tools.sandbox.child import Child, SpawnOptions
+from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, spawn_background
 
-__all__ = [
-    "SANDBOX_PATH",
-    "ProcessResult",
-    "ProcessSandbox",
-    "ProfiledSandbox",
-    "Sandbox",
-    "SpawningSandbox",
-    "minimal_env",
-]
+__all__ = ["SANDBOX_PATH", "ProcessSandbox", "lower_limit", "minimal_env", "set_no_new_privs"]
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 _MiB = 1024 * 1024
 _PR_SET_NO_NEW_PRIVS = 38
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    """Runs a command in isolation. Implementations must never give the child the executor's
-    own environment (it holds secrets) and must kill everything the command started once it
-    finishes or times out."""
-
-    async def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        timeout_s: float,
-        output_cap: int,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> ProcessResult:
-        """Run ``argv`` (no shell) in ``cwd``. ``env`` adds variables to the minimal
-        environment. Output beyond ``output_cap`` bytes is dropped and reported as truncated.
-        ``on_output`` receives the output (within the cap) while it arrives, coalesced."""
-        ...
-
-    def attestation(self) -> dict[str, Any]:
-        """The isolation layers actually in force (JSON-serialisable), for ``/readyz`` and for
-        the ``isolation_json`` of tool results."""
-        ...
-
-
-@runtime_checkable
-class ProfiledSandbox(Sandbox, Protocol):
-    """A sandbox that enforces :class:`~switchboard_tools.profile.SandboxProfile` and measures
-    each call (``ProcessResult.isolation``); see :class:`~switchboard_tools.layered.LayeredSandbox`.
-    ``run`` additionally takes ``profile=`` and ``workspace=`` keyword arguments."""
-
-    def missing(self, profile: SandboxProfile) -> list[str]:
-        """The layers ``profile`` demands that this sandbox cannot provide."""
-        ...
-
-
-@runtime_checkable
-class SpawningSandbox(Sandbox, Protocol):
-    """A sandbox that can also leave a command running (the ``process`` tool) under the same
-    layers as :meth:`Sandbox.run`. A profiled sandbox's ``spawn`` also takes ``profile=`` and
-    ``workspace=`` keyword arguments, and raises when the isolation was not measured in force."""
-
-    async def spawn(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        lifetime_s: float,
-        output_cap: int,
-        env: Mapping[str, str] | None = None,
-    ) -> Child:
-        """Start ``argv`` in ``cwd``; its group is killed after ``lifetime_s``, when it exits
-        (after a short grace) or on :meth:`Child.kill`. The last ``output_cap`` bytes of its
-        output are kept in a ring buffer (``Child.sink``)."""
-        ...
 
 
 def minimal_env(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

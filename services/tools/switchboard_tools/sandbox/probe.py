@@ -12,9 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from switchboard_tools.layered import LayeredSandbox, Layers
-from switchboard_tools.profile import SandboxProfile, SandboxUnavailable
-from switchboard_tools.runner import become_subreaper
+from switchboard_tools.sandbox import inner
+from switchboard_tools.sandbox.child import become_subreaper
+from switchboard_tools.sandbox.layered import LayeredSandbox, Layers
+from switchboard_tools.sandbox.profile import SandboxProfile, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,6 @@ async def probe_layers(sandbox: LayeredSandbox, bwrap_path: str | None = "bwrap"
 
 
 def _landlock_abi() -> int:
-    from switchboard_tools import inner
-
     try:
         return inner.landlock_abi()
     except (OSError, AttributeError):

@@ -1,0 +1,234 @@
+"""The command line of one :class:`~switchboard_tools.sandbox.layered.LayeredSandbox` call: the
+inner wrapper (:mod:`switchboard_tools.sandbox.inner`), bubblewrap when namespaces are in use, the
+descriptors the child inherits and the pipe its measured isolation report comes back on; the
+reading of that report and its check (:func:`attest`). Which layers a call uses is decided by the
+sandbox; this module builds the call from that decision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from switchboard_tools.sandbox import inner
+from switchboard_tools.sandbox.bwrap import bwrap_argv
+from switchboard_tools.sandbox.child import SpawnOptions
+from switchboard_tools.sandbox.process import minimal_env
+from switchboard_tools.sandbox.profile import SandboxProfile, SandboxUnavailable
+
+INNER_SOURCE = Path(inner.__file__).read_text(encoding="utf-8")
+SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/proc", "/dev")
+DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+INNER_LAYERS = frozenset({"seccomp", "landlock", "namespaces", "no_new_privs"})
+
+
+@dataclass
+class Launch:
+    """A prepared call: the wrapped command line and what to close once it has started."""
+
+    command: list[str]
+    env: dict[str, str]
+    options: SpawnOptions
+    fds: list[int]
+    report_r: int
+    profile: SandboxProfile
+    use_ns: bool
+
+    def close_fds(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def prepare_launch(
+    argv: list[str],
+    *,
+    cwd: Path,
+    workspace: Path,
+    timeout_s: float,
+    env: Mapping[str, str] | None,
+    profile: SandboxProfile,
+    python: str,
+    bwrap: str | None,
+    seccomp: bool,
+    landlock: bool,
+    uid: int | None,
+    preexec: Callable[[int], None],
+    host_ns: dict[str, int],
+    host_net: int,
+    nproc: int,
+    tmp_size_bytes: int,
+) -> Launch:
+    """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
+    runs the inner wrapper, ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
+    ``landlock`` say whether the wrapper applies them. ``uid``: the uid/gid the command runs as
+    (``None``: keep the executor's); ``preexec(cpu_seconds)`` runs between fork and exec.
+    ``host_ns``/``host_net``: the executor's namespace inodes, ``nproc``: its process limit, both
+    handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``."""
+    use_ns = bwrap is not None
+    hand_workspace_over(workspace, uid, use_ns)
+    report_r, report_w = os.pipe()
+    launch = Launch([], {}, SpawnOptions(), [report_w], report_r, profile, use_ns)
+    try:
+        ws_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        launch.fds.append(ws_fd)
+        cfg: dict[str, Any] = {
+            "report_fd": report_w,
+            "seccomp": seccomp,
+            "landlock": landlock,
+            "network": profile.network,
+            "ro": list(SYSTEM_RO),
+            "rw": [ws_fd, "/tmp"] if use_ns else [ws_fd],
+            "dev": list(DEV_FILES),
+            "require": sorted(profile.require & INNER_LAYERS),
+            "host_ns": host_ns if use_ns else {},
+            "host_net": host_net,
+            "nproc": nproc,
+        }
+        command = [python, "-I", "-S", "-c", INNER_SOURCE, json.dumps(cfg), *argv]
+        if bwrap is not None:
+            bw_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            launch.fds.append(bw_fd)
+            prefix = bwrap_argv(
+                bwrap,
+                ws_fd=bw_fd,
+                workspace=workspace,
+                cwd=cwd,
+                network=profile.network,
+                python=python,
+                tmp_size_bytes=tmp_size_bytes,
+            )
+            command = prefix + command
+    except BaseException:
+        launch.close_fds()
+        os.close(report_r)
+        raise
+    cpu_seconds = max(1, math.ceil(timeout_s) + 1)
+    launch.command = command
+    launch.options = SpawnOptions(
+        preexec=lambda: preexec(cpu_seconds),
+        pass_fds=tuple(launch.fds),
+        user=uid,
+        group=uid,
+    )
+    extra_env = {"TMPDIR": "/tmp"} if use_ns else {}
+    launch.env = minimal_env(cwd, {**extra_env, **(env or {})})
+    return launch
+
+
+def hand_workspace_over(workspace: Path, uid: int | None, namespaces: bool) -> None:
+    """Make ``workspace`` usable by the sandbox's dedicated ``uid`` (``None``: no uid change).
+
+    The dedicated uid must be able to write its workspace (the executor, as root, keeps
+    access) and bubblewrap, running as that uid, must be able to reach it.
+    """
+    if uid is None:
+        return
+    st = workspace.stat()
+    if st.st_uid != uid:
+        # First use by the sandbox: hand over what the executor created so far; later
+        # files created by the executor's tools inherit the owner (workspace.inherit_owner).
+        for top, dirs, files in os.walk(workspace):
+            for name in dirs + files:
+                os.lchown(os.path.join(top, name), uid, uid)
+        os.chown(workspace, uid, uid)
+    if not namespaces:
+        return  # the child enters its cwd before dropping the uid
+    for parent in workspace.parents:
+        st = parent.stat()
+        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+            raise SandboxUnavailable(
+                f"Refused: the sandbox uid {uid} cannot reach the workspace ({parent} is "
+                "not searchable by it; the operator must give it o+x). Nothing was run."
+            )
+
+
+def read_report(fd: int) -> dict[str, Any] | None:
+    """The sandbox wrapper's JSON report (written before exec; the pipe is closed by now or
+    holds everything it will ever hold)."""
+    try:
+        os.set_blocking(fd, False)
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 65536):
+                data += chunk
+    finally:
+        os.close(fd)
+    return _parse_report(data)
+
+
+async def await_report(fd: int, timeout_s: float) -> dict[str, Any] | None:
+    """Read the sandbox wrapper's JSON report while the command keeps running: until EOF or
+    until what was read is a complete JSON object (whichever comes first), within
+    ``timeout_s``. Closes ``fd``."""
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader()
+    try:
+        pipe = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
+    data = b""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while chunk := await stream.read(65536):
+                data += chunk
+                report = _parse_report(data)
+                if report is not None:
+                    return report
+    except TimeoutError:
+        return None
+    finally:
+        transport.close()
+    return _parse_report(data)
+
+
+def _parse_report(data: bytes) -> dict[str, Any] | None:
+    try:
+        report = json.loads(data)
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def attest(
+    report: dict[str, Any] | None,
+    launch: Launch,
+    output: str,
+    timed_out: bool,
+    *,
+    rlimits_set: list[str],
+    host_uid: int,
+) -> dict[str, Any]:
+    """The call's measured isolation, or :class:`SandboxUnavailable` if it was not in force.
+    ``rlimits_set`` and ``host_uid``: the rlimits and the uid the sandbox started it with."""
+    if report is None:
+        if timed_out:
+            detail = "it timed out before its isolation could be measured"
+        else:
+            detail = f"the sandbox failed to start: {output.strip()[-300:]}"
+        raise SandboxUnavailable(f"Refused: {detail}. The command was not run.")
+    isolation = {
+        "sandbox": "bwrap" if launch.use_ns else "process",
+        "process_group": True,
+        "rlimits_set": rlimits_set,
+        "host_uid": host_uid,
+        "minimal_env": True,
+        "profile": launch.profile.describe(),
+        **report,
+    }
+    isolation["workspace_confined"] = bool(report.get("namespaces") or report.get("landlock"))
+    if not report.get("ok"):
+        missing = ", ".join(report.get("missing", [])) or "unknown"
+        raise SandboxUnavailable(
+            f"Refused: required isolation was not in force when measured ({missing}); "
+            "the command was not run."
+        )
+    return isolation
