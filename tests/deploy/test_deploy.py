@@ -1,30 +1,39 @@
-"""Offline checks of the deployment files: services/*/Dockerfile, docker-compose.yml and k8s/.
+"""Offline checks of the deployment files: the Dockerfile, docker-compose.yml and k8s/, against
+the registry of services (libs/switchboard/switchboard/registry.py) and against their schemas.
 
 Schemas come vendored with check-jsonschema (the compose spec) and kubernetes-validate (the
-Kubernetes OpenAPI, strict mode), so nothing here needs the network or a Docker daemon.
+Kubernetes OpenAPI, strict mode), and kubectl (for `kubectl kustomize`) is a wheel of
+requirements-dev.txt, so nothing here needs the network, a cluster or a Docker daemon.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
+from switchboard import registry
+from switchboard.registry import Service
+
 Doc = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
+BASE = K8S / "base"
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's python may be a symlink
 RUNTIME_UID = 10001
 WORKSPACES = "/workspaces"
-SERVICES = sorted(path.parent.name for path in ROOT.glob("services/*/Dockerfile"))
+SERVICES = registry.SERVICES
+INFRASTRUCTURE = set(registry.INFRASTRUCTURE)  # nats, postgres: deployed, not in the registry
+BASE_SHARED = {"config.yaml"}  # the base's files that belong to no single service
 KUSTOMIZATIONS = sorted(K8S.rglob("kustomization.yaml"))
 HARDENED = {
     "runAsNonRoot": True,
@@ -35,6 +44,10 @@ HARDENED = {
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def service_id(service: Service) -> str:
+    return service.name
 
 
 def load_docs(path: Path) -> list[Doc]:
@@ -116,6 +129,23 @@ def compose_services() -> dict[str, Doc]:
     return services
 
 
+def base_template(service: Service) -> Doc:
+    """The pod template of a service's Deployment in k8s/base/<name>.yaml."""
+    deployment = objects(BASE / f"{service.name}.yaml", "Deployment")[service.name]
+    template: Doc = deployment["spec"]["template"]
+    return template
+
+
+def base_pod(service: Service) -> Doc:
+    pod: Doc = base_template(service)["spec"]
+    return pod
+
+
+def base_container(service: Service) -> Doc:
+    (container,) = base_pod(service)["containers"]
+    return container
+
+
 def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) pairs; continuation lines joined, comments and blanks dropped."""
     instructions: list[tuple[str, str]] = []
@@ -133,16 +163,6 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
     return instructions
 
 
-def exposed_ports(service: str) -> set[int]:
-    instructions = dockerfile_instructions(ROOT / "services" / service / "Dockerfile")
-    return {
-        int(port.split("/")[0])
-        for kw, args in instructions
-        if kw == "EXPOSE"
-        for port in args.split()
-    }
-
-
 def container_port(container: Doc, port: int | str) -> int:
     """Resolve a probe/annotation port (number or port name) to a declared container port."""
     ports = container.get("ports", [])
@@ -150,6 +170,12 @@ def container_port(container: Doc, port: int | str) -> int:
     resolved = by_name.get(port, 0) if isinstance(port, str) else port
     assert resolved in {p["containerPort"] for p in ports}, f"{container['name']}: no port {port!r}"
     return resolved
+
+
+def image_repository(image: str) -> str:
+    """``switchboard/agent`` of ``switchboard/agent:dev`` (or ``:${SB_IMAGE_TAG:-dev}``)."""
+    path, _, name = image.rpartition("/")
+    return f"{path}/{name.split(':', 1)[0]}" if path else name.split(":", 1)[0]
 
 
 def container_env(container: Doc) -> dict[str, Any]:
@@ -162,13 +188,6 @@ def mounted_volume(pod: Doc, container: Doc, path: str) -> Doc:
     mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     return volumes.get(mounts.get(path, ""), {})
-
-
-def health_port(environment: dict[str, Any]) -> int:
-    """The port serving /healthz: the gateway's HTTP port, the ops port everywhere else."""
-    port = environment.get("SB_HTTP_PORT") or environment.get("SB_OPS_PORT")
-    assert port, "neither SB_HTTP_PORT nor SB_OPS_PORT is set"
-    return int(port)
 
 
 # --- (a) and (b): schemas --------------------------------------------------------------------
@@ -184,23 +203,14 @@ def test_k8s_manifests_pass_strict_kubernetes_validation() -> None:
     run_tool("kubernetes-validate", "--strict", "--quiet", *map(relative, manifests))
 
 
-KUSTOMIZE = shutil.which("kustomize")
-KUBECTL = shutil.which("kubectl")
-
-
-@pytest.mark.skipif(not (KUSTOMIZE or KUBECTL), reason="neither kustomize nor kubectl installed")
 @pytest.mark.parametrize(
     "kustomization",
     [k for k in KUSTOMIZATIONS if load_doc(k).get("kind", "Kustomization") == "Kustomization"],
     ids=relative,
 )
 def test_kustomize_build_passes_strict_validation(kustomization: Path, tmp_path: Path) -> None:
-    directory = relative(kustomization.parent)
-    command = (
-        [KUSTOMIZE, "build", directory] if KUSTOMIZE else [str(KUBECTL), "kustomize", directory]
-    )
     built = tmp_path / "built.yaml"
-    built.write_text(run([str(part) for part in command]))
+    built.write_text(run_tool("kubectl", "kustomize", relative(kustomization.parent)))
     run_tool("kubernetes-validate", "--strict", "--quiet", str(built))
 
 
@@ -251,71 +261,171 @@ def test_dev_overlay_uses_base_and_dev_dependencies() -> None:
     assert "../../components/dev-dependencies" in spec.get("components", [])
 
 
-# --- (d): Dockerfiles, compose and k8s agree ----------------------------------------------------
+# --- (d): the registry, the Dockerfile, compose and k8s agree -----------------------------------
 
 
 def test_there_are_services_to_deploy() -> None:
-    assert {"gateway", "router", "agent", "tools"} <= set(SERVICES)
+    assert {"gateway", "router", "agent", "tools"} <= set(registry.names())
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_dockerfile_conventions(service: str) -> None:
-    instructions = dockerfile_instructions(ROOT / "services" / service / "Dockerfile")
+def test_dockerfile_conventions() -> None:
+    assert not sorted(ROOT.glob("services/*/Dockerfile")), "one Dockerfile at the root for all"
+    instructions = dockerfile_instructions(DOCKERFILE)
     first_from = next(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
     args_before_from = [args.split("=")[0] for kw, args in instructions[:first_from] if kw == "ARG"]
     assert "BASE_IMAGE" in args_before_from, "declare ARG BASE_IMAGE before the first FROM"
     assert instructions[first_from][1] == "${BASE_IMAGE}"
+    args_after_from = [args.split("=")[0] for kw, args in instructions[first_from:] if kw == "ARG"]
+    assert "SERVICE" in args_after_from, "declare ARG SERVICE after FROM (the build selects it)"
 
     assert not [args for kw, args in instructions if kw == "ADD"], "use COPY, not ADD"
-    allowed_sources = {"requirements.txt", "libs/switchboard", f"services/{service}"}
+    allowed_sources = {"requirements.txt", "libs/switchboard", "services/${SERVICE}"}
     for kw, args in instructions:
         if kw == "COPY":
             sources = [part for part in args.split()[:-1] if not part.startswith("--")]
             assert set(sources) <= allowed_sources, f"COPY {args}: copies more than it needs"
         if kw == "RUN" and "pip install" in args:
             assert "--no-cache-dir" in args, f"RUN {args}: pip without --no-cache-dir"
+        for service in SERVICES:
+            for name in (service.package_dir, service.module):
+                assert name not in args, f"{kw} {args}: names {service.name}; use ${{SERVICE}}"
+    runs = " ".join(args for kw, args in instructions if kw == "RUN")
+    assert "./services/${SERVICE}" in runs, "install the selected service"
+    assert "pip check" in runs
 
     env = " ".join(args for kw, args in instructions if kw == "ENV")
     assert "PYTHONUNBUFFERED=1" in env
+    assert "SB_SERVICE=${SERVICE}" in env, "switchboard serve runs the service named by SB_SERVICE"
+    assert f"mkdir {WORKSPACES}" in runs, f"create {WORKSPACES} in every image"
+    assert f"chown {RUNTIME_UID}:{RUNTIME_UID} {WORKSPACES}" in runs, "owned by the runtime user"
     users = [args for kw, args in instructions if kw == "USER"]
     assert users and users[-1].split(":")[0] == str(RUNTIME_UID), "run as the numeric user 10001"
-    assert exposed_ports(service), "EXPOSE the service's ports"
     (cmd,) = [args for kw, args in instructions if kw == "CMD"]
-    assert json.loads(cmd) == ["python", "-m", f"switchboard_{service}"]
+    assert json.loads(cmd) == ["switchboard", "serve"]
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_service_has_compose_and_k8s_definitions(service: str) -> None:
-    compose = compose_services().get(service)
-    assert compose, f"docker-compose.yml has no service {service!r}"
-    assert compose["build"] == {"context": ".", "dockerfile": f"services/{service}/Dockerfile"}
+@pytest.mark.parametrize("service", SERVICES, ids=service_id)
+def test_compose_service_matches_the_registry(service: Service) -> None:
+    compose = compose_services().get(service.name)
+    assert compose, f"docker-compose.yml has no service {service.name!r}"
+    assert compose["build"] == {
+        "context": ".",
+        "dockerfile": "Dockerfile",
+        "args": {"SERVICE": service.name},
+    }
+    assert image_repository(compose["image"]) == f"switchboard/{service.name}"
+    environment = compose["environment"]
+    assert environment.get("OTEL_SERVICE_NAME") == service.otel_name
+    for port in service.ports:
+        value = environment.get(port.setting)
+        assert str(value) == str(port.number), f"{service.name}: {port.setting}"
 
-    manifest = K8S / "base" / f"{service}.yaml"
+    published = {
+        int(p["target"]) if isinstance(p, dict) else int(p.rsplit(":", 1)[-1].split("/")[0])
+        for p in compose.get("ports", [])
+    }
+    assert published == {p.number for p in service.ports if p.public}, "publish the public ports"
+
+    if service.scaled:
+        assert "replicas" in compose.get("deploy", {}), f"{service.name}: scaled, no replicas"
+    else:
+        assert "deploy" not in compose, f"{service.name}: not scaled, yet deploy is set"
+
+
+@pytest.mark.parametrize("service", SERVICES, ids=service_id)
+def test_k8s_service_matches_the_registry(service: Service) -> None:
+    manifest = BASE / f"{service.name}.yaml"
     assert manifest.is_file(), f"missing {relative(manifest)}"
     for kind in ("Deployment", "Service", "ServiceAccount"):
-        assert service in objects(manifest, kind), f"{relative(manifest)} lacks {kind} {service}"
-    assert objects(manifest, "ServiceAccount")[service]["automountServiceAccountToken"] is False
-    pod = objects(manifest, "Deployment")[service]["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == service
+        assert service.name in objects(manifest, kind), f"{relative(manifest)} lacks {kind}"
+    account = objects(manifest, "ServiceAccount")[service.name]
+    assert account["automountServiceAccountToken"] is False
+    pod = base_pod(service)
+    assert pod["serviceAccountName"] == service.name
     assert pod.get("automountServiceAccountToken") is not True
 
-    (container,) = pod["containers"]
-    assert {p["containerPort"] for p in container["ports"]} == exposed_ports(service)
-    assert container_env(container)["OTEL_SERVICE_NAME"] == service
-    assert compose["environment"]["OTEL_SERVICE_NAME"] == service
+    expected = {(p.name, p.number) for p in service.ports}
+    container = base_container(service)
+    assert image_repository(container["image"]) == f"switchboard/{service.name}"
+    assert {(p["name"], p["containerPort"]) for p in container["ports"]} == expected
+    k8s_service = objects(manifest, "Service")[service.name]
+    ports = k8s_service["spec"]["ports"]
+    assert {(p["name"], p["port"]) for p in ports} == expected
+    assert all(p["targetPort"] == p["name"] for p in ports), "target the container ports by name"
+
+    environment = container_env(container)
+    assert environment.get("OTEL_SERVICE_NAME") == service.otel_name
+    for port in service.ports:
+        assert environment.get(port.setting) == str(port.number), f"{service.name}: {port.setting}"
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_health_checks_hit_the_configured_port(service: str) -> None:
-    compose = compose_services()[service]
-    port = health_port(compose["environment"])
-    assert port in exposed_ports(service)
+@pytest.mark.parametrize("service", SERVICES, ids=service_id)
+def test_health_checks_hit_the_health_port(service: Service) -> None:
+    port = service.health_port.number
+    compose = compose_services()[service.name]
     assert f"127.0.0.1:{port}/healthz" in " ".join(compose["healthcheck"]["test"])
 
-    deployment = objects(K8S / "base" / f"{service}.yaml", "Deployment")[service]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert health_port(container_env(container)) == port
-    assert container_port(container, container["livenessProbe"]["httpGet"]["port"]) == port
+    container = base_container(service)
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container_port(container, container[probe]["httpGet"]["port"]) == port, probe
+    grpc = container.get("startupProbe", {}).get("grpc")
+    if grpc:
+        grpc_port = service.port("grpc")
+        assert grpc_port and grpc["port"] == grpc_port.number, "gRPC probe on the gRPC port"
+    annotations = base_template(service)["metadata"]["annotations"]
+    assert int(annotations["prometheus.io/port"]) == port, "/metrics is served on the health port"
+
+
+@pytest.mark.parametrize("service", SERVICES, ids=service_id)
+def test_dependencies_and_callee_addresses_match_the_registry(service: Service) -> None:
+    compose = compose_services()[service.name]
+    depends_on = set(compose.get("depends_on", {}))
+    assert depends_on == {*service.needs, *service.calls}, f"{service.name}: needs and calls"
+
+    environments = {
+        "docker-compose.yml": compose["environment"],
+        relative(BASE / f"{service.name}.yaml"): container_env(base_container(service)),
+    }
+    for callee in map(registry.get, service.calls):
+        grpc = callee.port("grpc")
+        assert grpc, f"{service.name} calls {callee.name}, which serves no gRPC"
+        for where, environment in environments.items():
+            address = environment.get(callee.addr_setting)
+            assert address == f"{callee.name}:{grpc.number}", f"{where}: {callee.addr_setting}"
+
+
+def test_base_kustomization_lists_every_service() -> None:
+    resources = load_doc(BASE / "kustomization.yaml").get("resources", [])
+    missing = [f"{s.name}.yaml" for s in SERVICES if f"{s.name}.yaml" not in resources]
+    assert not missing, f"k8s/base/kustomization.yaml does not list {missing}"
+
+
+def test_nothing_is_deployed_that_the_registry_does_not_know() -> None:
+    known = set(registry.names())
+    unknown_compose = set(compose_services()) - known - INFRASTRUCTURE
+    assert not unknown_compose, f"compose services not in the registry: {unknown_compose}"
+
+    base_files = {p.name for p in yaml_files(BASE)} - {"kustomization.yaml"} - BASE_SHARED
+    unknown_files = {name for name in base_files if Path(name).stem not in known}
+    assert not unknown_files, f"k8s/base files of no registry service: {unknown_files}"
+
+    unknown_deployments = [
+        f"{relative(path)}:{name}"
+        for path in manifest_files()
+        for name in objects(path, "Deployment")
+        if name not in known | INFRASTRUCTURE
+    ]
+    assert not unknown_deployments, f"Deployments not in the registry: {unknown_deployments}"
+
+
+def test_pyproject_knows_every_service() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    first_party = pyproject["tool"]["ruff"]["lint"]["isort"]["known-first-party"]
+    missing = [s.module for s in SERVICES if s.module not in first_party]
+    assert not missing, f"[tool.ruff.lint.isort] known-first-party lacks {missing}"
+    mypy_path = pyproject["tool"]["mypy"]["mypy_path"]
+    missing = [s.package_dir for s in SERVICES if s.package_dir not in mypy_path]
+    assert not missing, f"[tool.mypy] mypy_path lacks {missing}"
 
 
 def test_compose_services_start_after_healthy_dependencies() -> None:

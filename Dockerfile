@@ -1,0 +1,40 @@
+# One image for every Switchboard service; the build argument SERVICE picks which one (a name in
+# libs/switchboard/switchboard/registry.py). Build from the repository root:
+#   docker build --build-arg SERVICE=agent -t switchboard/agent:dev .
+# docker-compose.yml builds every service this way.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SB_WORKSPACES_DIR=/workspaces
+
+# Numeric non-root user (Kubernetes runAsNonRoot can verify it). HOME is /tmp, which stays writable
+# under a read-only root filesystem (an emptyDir/tmpfs is mounted there).
+RUN groupadd --gid 10001 switchboard \
+ && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin switchboard
+
+# Workspaces (the tool executor's, the agent's): a volume in Compose, an emptyDir in Kubernetes;
+# owned by the runtime user so a fresh named volume inherits the ownership.
+RUN mkdir /workspaces && chown 10001:10001 /workspaces
+
+WORKDIR /src
+# Pinned third-party dependencies first: this layer stays cached while the code changes, and it
+# is the same for every service (SERVICE is declared below it).
+COPY requirements.txt ./
+RUN pip install --no-cache-dir -r requirements.txt
+
+ARG SERVICE
+RUN test -n "${SERVICE}" || { echo "build with --build-arg SERVICE=<service name>" >&2; exit 1; }
+COPY libs/switchboard ./libs/switchboard
+COPY services/${SERVICE} ./services/${SERVICE}
+RUN pip install --no-cache-dir --no-deps ./libs/switchboard ./services/${SERVICE} && pip check
+
+# `switchboard serve` runs the service named by SB_SERVICE. No EXPOSE: the ports are settings
+# (SB_HTTP_PORT, SB_OPS_PORT, SB_<NAME>_GRPC_PORT) that docker-compose.yml and k8s/ set and
+# declare from the registry.
+ENV SB_SERVICE=${SERVICE}
+WORKDIR /app
+USER 10001:10001
+CMD ["switchboard", "serve"]
