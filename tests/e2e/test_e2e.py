@@ -279,8 +279,9 @@ def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: Otl
     assert llm_span.attributes["gen_ai.usage.input_tokens"] > 0
 
 
-def test_no_model_reply_explains_configuration(tmp_path: Path) -> None:
-    stack = start_stack(tmp_path / "home", {})
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "one-process"])
+def test_no_model_reply_explains_configuration(tmp_path: Path, processes: bool) -> None:
+    stack = start_stack(tmp_path / "home", {}, args=["--processes"] if processes else [])
     try:
         client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=stack.token, max_retries=0)
         reply = client.chat.completions.create(
@@ -289,7 +290,10 @@ def test_no_model_reply_explains_configuration(tmp_path: Path) -> None:
         text = reply.choices[0].message.content or ""
         assert "OPENAI_API_KEY" in text and "ANTHROPIC_API_KEY" in text
         pids = stack.pids()
-        assert {"gateway-0", "router-0", "agent-0", "tools-0", "nats", "postgres"} <= set(pids)
+        if processes:
+            assert {"gateway-0", "router-0", "agent-0", "tools-0", "nats", "postgres"} <= set(pids)
+        else:  # every service runs inside the launcher's process
+            assert set(pids) == {"launcher", "nats", "postgres"}
         assert (tmp_path / "home" / "gateway-token").exists() is False  # token came from env
     finally:
         left = stop_stack(stack)

@@ -1,5 +1,5 @@
-"""The four services as plain processes against given NATS and PostgreSQL URLs (what the
-launcher does, minus supervision), for tests that restart the servers under them."""
+"""Every service of the registry as a plain process against given NATS and PostgreSQL URLs
+(what the launcher does, minus supervision), for tests that restart the servers under them."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import httpx
 
+from switchboard import registry
 from switchboard.embedded import free_port
 from tests.fakes.llm import FakeLLM, Script
-
-SERVICES = ("gateway", "router", "agent", "tools")
 
 
 class ServiceProcesses:
@@ -27,7 +26,6 @@ class ServiceProcesses:
         self.home = home
         self.http_port = free_port()
         self.token = "test-token-" + os.urandom(8).hex()
-        grpc_port = free_port()
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("SB_", "OPENAI_"))},
             "SB_NATS_URL": nats_url,
@@ -35,13 +33,16 @@ class ServiceProcesses:
             "SB_HOME": str(home),
             "SB_GATEWAY_TOKEN": self.token,
             "SB_HTTP_PORT": str(self.http_port),
-            "SB_HTTP_HOST": "127.0.0.1",
-            "SB_OPS_HOST": "127.0.0.1",
-            "SB_AGENT_GRPC_HOST": "127.0.0.1",
-            "SB_AGENT_GRPC_PORT": str(grpc_port),
-            "SB_AGENT_ADDR": f"127.0.0.1:{grpc_port}",
-            **env,
         }
+        # Every port of every service on loopback; a free one each (public: the HTTP port).
+        for service in registry.SERVICES:
+            for port in service.ports:
+                self.env[port.host_setting] = "127.0.0.1"
+                if port.name == "grpc":
+                    number = free_port()
+                    self.env[port.setting] = str(number)
+                    self.env[service.addr_setting] = f"127.0.0.1:{number}"
+        self.env.update(env)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ops_ports: dict[str, int] = {}  # each service's /healthz, /readyz, /metrics
 
@@ -51,8 +52,8 @@ class ServiceProcesses:
 
     def start(self, timeout: float = 60.0) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
-        for name in SERVICES:
-            self._spawn(name)
+        for service in registry.SERVICES:
+            self._spawn(service.name)
         if not self.wait_ready(True, timeout):
             self.stop()
             raise RuntimeError("services did not become ready")
@@ -61,7 +62,7 @@ class ServiceProcesses:
         log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
         self.ops_ports[name] = free_port()
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", f"switchboard_{name}"],
+            [sys.executable, "-m", registry.get(name).module],
             env={**self.env, "SB_OPS_PORT": str(self.ops_ports[name]), "SB_INSTANCE": name},
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -9,9 +9,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import nats
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -26,10 +27,16 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.errors import BadRequestError, NotFoundError
+from prometheus_client import Counter
 
+from .errors import InvalidPayload
 from .telemetry import inject_headers
 
 log = logging.getLogger(__name__)
+M = TypeVar("M", bound=Message)
+UNDECODABLE = Counter(
+    "sb_bus_undecodable_total", "Messages dropped because they did not decode", ["consumer"]
+)
 
 HOUR = 3600.0
 MSG_ID = "Nats-Msg-Id"
@@ -232,7 +239,36 @@ async def durable_pull(
     return await js.pull_subscribe(filter_subject, durable=durable, stream=stream, config=config)
 
 
+def decode(message_type: type[M], data: bytes | None) -> M:
+    """Parse a protobuf payload; :class:`InvalidPayload` when it is not one (only decode
+    errors are caught: anything else is a bug and propagates)."""
+    message = message_type()
+    try:
+        message.ParseFromString(data or b"")
+    except DecodeError as exc:
+        raise InvalidPayload(f"not a {message_type.DESCRIPTOR.full_name}: {exc}") from exc
+    return message
+
+
 Handler = Callable[[Msg], Awaitable[None]]
+PayloadHandler = Callable[[Msg, M], Awaitable[None]]
+
+
+def decoding(message_type: type[M], handler: PayloadHandler[M], consumer: str) -> Handler:
+    """A consumer's handler that receives the decoded payload; an undecodable message is
+    logged and terminated (it would fail the same way on every redelivery)."""
+
+    async def handle(msg: Msg) -> None:
+        try:
+            payload = decode(message_type, msg.data)
+        except InvalidPayload as exc:
+            log.warning("%s: dropping a message on %s: %s", consumer, msg.subject, exc)
+            UNDECODABLE.labels(consumer).inc()
+            await msg.term()
+            return
+        await handler(msg, payload)
+
+    return handle
 
 
 class PullWorker:

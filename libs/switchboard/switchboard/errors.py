@@ -17,3 +17,11 @@ class DependencyUnavailable(SwitchboardError):
 
 class InvalidSessionKey(SwitchboardError, ValueError):
     """A session key is empty, too long or holds characters it may not."""
+
+
+class InvalidAgentId(SwitchboardError, ValueError):
+    """An agent id is not 1-64 characters of ``a-z 0-9 _ -``."""
+
+
+class InvalidPayload(SwitchboardError, ValueError):
+    """A message on the bus is not the protobuf message its subject carries."""

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import IO, Any
 
 from opentelemetry import trace
+
+from .telemetry import current_service
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per line; ``service`` is the service whose task logged (a process may
+    host several), else the process's name."""
+
     def __init__(self, service: str) -> None:
         super().__init__()
         self.service = service
@@ -21,7 +26,7 @@ class JsonFormatter(logging.Formatter):
         line: dict[str, Any] = {
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
-            "service": self.service,
+            "service": current_service() or self.service,
             "logger": record.name,
             "msg": record.getMessage(),
         }
@@ -37,8 +42,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def setup_logging(service: str, level: str = "INFO", json_lines: bool = True) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(
+    service: str, level: str = "INFO", json_lines: bool = True, stream: IO[str] | None = None
+) -> None:
+    """Process-wide: every record to ``stream`` (stderr by default)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
     if json_lines:
         handler.setFormatter(JsonFormatter(service))
     else:

@@ -21,24 +21,40 @@ Check = Callable[[], Awaitable[bool]]
 
 
 class Readiness:
-    """Named async checks; ready when every one passes within its timeout."""
+    """Named async checks; ready when every one passes within its timeout. A check that starts
+    failing is logged once with the reason (and its recovery once), not at every probe."""
 
     def __init__(self) -> None:
         self.checks: dict[str, Check] = {}
+        self._failing: dict[str, str] = {}  # check -> why, while it fails
 
     def add(self, name: str, check: Check) -> None:
         self.checks[name] = check
 
     async def evaluate(self, timeout: float = 1.0) -> dict[str, bool]:
-        async def run(check: Check) -> bool:
+        async def run(name: str) -> bool:
             try:
-                return await asyncio.wait_for(check(), timeout)
-            except Exception:
-                return False
+                ok = await asyncio.wait_for(self.checks[name](), timeout)
+                why = "" if ok else "the check said no"
+            except TimeoutError:
+                ok, why = False, f"no answer within {timeout:g}s"
+            except Exception as exc:
+                ok, why = False, f"{type(exc).__name__}: {exc}"
+            self._note(name, why)
+            return bool(ok)
 
         names = list(self.checks)
-        results = await asyncio.gather(*(run(self.checks[n]) for n in names))
+        results = await asyncio.gather(*(run(n) for n in names))
         return dict(zip(names, results, strict=True))
+
+    def _note(self, name: str, why: str) -> None:
+        before = self._failing.get(name)
+        if why and before is None:
+            log.warning("not ready: %s failed (%s)", name, why)
+            self._failing[name] = why
+        elif not why and before is not None:
+            log.info("ready again: %s passes", name)
+            del self._failing[name]
 
 
 async def healthz(_: Request) -> Response:

@@ -27,6 +27,11 @@ class Port:
     setting: str
     public: bool = False
 
+    @property
+    def host_setting(self) -> str:
+        """The setting of the address it binds to (``SB_OPS_HOST`` for ``SB_OPS_PORT``)."""
+        return self.setting.removesuffix("_PORT") + "_HOST"
+
 
 @dataclass(frozen=True)
 class Service:

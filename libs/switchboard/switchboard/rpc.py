@@ -1,10 +1,14 @@
-"""gRPC helpers: an aio server with health, reflection, tracing and metrics interceptors, and
-client channels that carry trace context and always use a deadline."""
+"""gRPC helpers: an aio server with health, reflection, tracing and metrics interceptors for
+every kind of RPC (unary and streaming), and client channels that carry trace context and
+always use a deadline."""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -23,10 +27,55 @@ RPC_CLIENT_CALLS = Counter("sb_grpc_client_calls_total", "gRPC client calls", ["
 DEFAULT_DEADLINE_S = 10.0
 
 tracer = trace.get_tracer("switchboard.rpc")
+# handler attribute -> the grpc function that builds a handler of that kind
+_KINDS = {
+    "unary_unary": grpc.unary_unary_rpc_method_handler,
+    "unary_stream": grpc.unary_stream_rpc_method_handler,
+    "stream_unary": grpc.stream_unary_rpc_method_handler,
+    "stream_stream": grpc.stream_stream_rpc_method_handler,
+}
+
+
+@contextlib.contextmanager
+def _server_span(method: str, metadata: Mapping[str, str]) -> Iterator[None]:
+    """A SERVER span continuing the caller's trace, and the handling-time histogram."""
+    start = time.perf_counter()
+    code = "OK"
+    with tracer.start_as_current_span(
+        method.lstrip("/"), context=extract_context(metadata), kind=SpanKind.SERVER
+    ) as span:
+        span.set_attribute("rpc.system", "grpc")
+        try:
+            yield
+        except Exception:
+            code = "ERROR"
+            span.set_status(Status(StatusCode.ERROR))
+            raise
+        finally:
+            RPC_SECONDS.labels(method, code).observe(time.perf_counter() - start)
+
+
+def _traced(inner: Callable[..., Any], method: str, metadata: Mapping[str, str]) -> Any:
+    """``inner`` (a servicer method of any kind) inside a server span, in its own style: an
+    async generator stays one (grpc forbids mixing it with ``context.write``)."""
+    if inspect.isasyncgenfunction(inner):
+
+        async def generator(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with _server_span(method, metadata):
+                async for response in inner(request, context):
+                    yield response
+
+        return generator
+
+    async def coroutine(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        with _server_span(method, metadata):
+            return await inner(request, context)
+
+    return coroutine
 
 
 class _ServerInterceptor(grpc.aio.ServerInterceptor):
-    """Traces and times unary-unary handlers; the span continues the caller's trace."""
+    """Traces and times every async handler, unary or streaming."""
 
     async def intercept_service(
         self,
@@ -34,65 +83,104 @@ class _ServerInterceptor(grpc.aio.ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
-        method: str = details.method
         metadata = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
-        inner = handler.unary_unary
-
-        async def traced(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            start = time.perf_counter()
-            code = "OK"
-            with tracer.start_as_current_span(
-                method.lstrip("/"), context=extract_context(metadata), kind=SpanKind.SERVER
-            ) as span:
-                span.set_attribute("rpc.system", "grpc")
-                try:
-                    return await inner(request, context)
-                except Exception:
-                    code = "ERROR"
-                    span.set_status(Status(StatusCode.ERROR))
-                    raise
-                finally:
-                    RPC_SECONDS.labels(method, code).observe(time.perf_counter() - start)
-
-        return grpc.unary_unary_rpc_method_handler(
-            traced,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        for kind, build in _KINDS.items():
+            inner = getattr(handler, kind)
+            if inner is None:
+                continue
+            if not (inspect.iscoroutinefunction(inner) or inspect.isasyncgenfunction(inner)):
+                return handler  # a synchronous handler: left as it is
+            return build(
+                _traced(inner, details.method, metadata),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
 
-class _ClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
-    """Adds W3C trace context to the metadata and a default deadline when none was given."""
+def _client_details(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    """The call's details with W3C trace context in the metadata and a default deadline."""
+    metadata = list(details.metadata or [])
+    metadata.extend(inject_headers().items())
+    method = details.method.decode() if isinstance(details.method, bytes) else details.method
+    RPC_CLIENT_CALLS.labels(method).inc()
+    return grpc.aio.ClientCallDetails(
+        method=details.method,
+        timeout=details.timeout if details.timeout is not None else DEFAULT_DEADLINE_S,
+        metadata=metadata,
+        credentials=details.credentials,
+        wait_for_ready=details.wait_for_ready,
+    )
 
+
+class _UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        metadata = list(details.metadata or [])
-        metadata.extend(inject_headers().items())
-        method = details.method.decode() if isinstance(details.method, bytes) else details.method
-        RPC_CLIENT_CALLS.labels(method).inc()
-        new_details = grpc.aio.ClientCallDetails(
-            method=details.method,
-            timeout=details.timeout if details.timeout is not None else DEFAULT_DEADLINE_S,
-            metadata=metadata,
-            credentials=details.credentials,
-            wait_for_ready=details.wait_for_ready,
-        )
-        return await continuation(new_details, request)
+        return await continuation(_client_details(details), request)
+
+
+class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_client_details(details), request)
+
+
+class _StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
+    ) -> Any:
+        return await continuation(_client_details(details), requests)
+
+
+class _StreamStream(grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
+    ) -> Any:
+        return await continuation(_client_details(details), requests)
+
+
+@dataclass(frozen=True)
+class Servicer:
+    """A servicer and the generated ``add_<Name>Servicer_to_server`` function that serves it."""
+
+    add: Callable[[Any, Any], None]
+    impl: Any
+
+
+class _NameRecorder:
+    """Stands in for the server while a generated ``add_*_to_server`` registers a servicer, to
+    learn the service's full name (for health and reflection) from the registration itself."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self.server = server
+        self.names: list[str] = []
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        self.server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, name: str, handlers: Any) -> None:
+        self.names.append(name)
+        self.server.add_registered_method_handlers(name, handlers)
 
 
 class GrpcServer:
     """A grpc.aio server that serves grpc.health.v1 and reflection next to its services."""
 
-    def __init__(self, service_names: Sequence[str]) -> None:
+    def __init__(self, servicers: tuple[Servicer, ...] | list[Servicer] = ()) -> None:
         self.server = grpc.aio.server(interceptors=[_ServerInterceptor()])
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        names = [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
-        reflection.enable_server_reflection(names, self.server)
-        self.service_names = list(service_names)
+        recorder = _NameRecorder(self.server)
+        for servicer in servicers:
+            servicer.add(servicer.impl, recorder)
+        self.service_names = recorder.names
+        reflection.enable_server_reflection(
+            [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
         self.port = 0
 
     def bind(self, host: str, port: int) -> int:
@@ -122,7 +210,7 @@ def channel(target: str) -> grpc.aio.Channel:
         target = "ipv4:" + ",".join(addresses)
     return grpc.aio.insecure_channel(
         target,
-        interceptors=[_ClientInterceptor()],
+        interceptors=[_UnaryUnary(), _UnaryStream(), _StreamUnary(), _StreamStream()],
         options=[("grpc.lb_policy_name", "round_robin")],
     )
 

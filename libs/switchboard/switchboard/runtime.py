@@ -1,5 +1,16 @@
-"""The common life of a service process: logging, tracing, the NATS connection and streams,
-the ops server, the NATS health responder, and shutdown on SIGINT/SIGTERM."""
+"""The skeleton of every service: its tracing, the NATS connection and streams, the ops server
+and the NATS health responder; on request its database (schema and migrations), its gRPC server
+(with health, reflection and interceptors) and its stream consumers (pull worker, backlog
+gauge, drain on shutdown). A service's ``serve()`` is then a list of what it is made of::
+
+    async with ServiceRuntime(registry.get("router"), settings, stop) as rt:
+        await rt.consume("INBOUND", "router", "sb.inbound.>", InboundMessage, router.handle,
+                         concurrency=settings.concurrency)
+        await rt.wait_stopped()
+
+Leaving the block stops it in reverse order: consumers stop fetching and drain their in-flight
+work, gRPC reports NOT_SERVING and stops, then the database, the ops server, NATS, tracing.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +18,45 @@ import asyncio
 import contextlib
 import json
 import logging
-import signal
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import TypeVar
 
+import asyncpg
+from google.protobuf.message import Message
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from . import bus
-from .logs import setup_logging
+from . import backlog, bus, rpc
+from .errors import ConfigError, DependencyUnavailable
 from .ops import OpsServer, Readiness
-from .settings import CommonSettings
-from .telemetry import setup_telemetry
+from .registry import Service
+from .settings import CommonSettings, DatabaseSettings
+from .store import Migration, create_pool, migrate
+from .telemetry import enter_service, setup_telemetry
 
 log = logging.getLogger(__name__)
+M = TypeVar("M", bound=Message)
 
 
 class ServiceRuntime:
-    """``async with ServiceRuntime("router", settings) as rt:`` gives ``rt.nc``, ``rt.js``,
-    ``rt.subjects`` and ``rt.readiness``; leaving the block closes everything in reverse order."""
+    """``async with ServiceRuntime(service, settings, stop) as rt:`` gives ``rt.nc``, ``rt.js``,
+    ``rt.subjects`` and ``rt.readiness``. ``stop`` is the event that ends the service (set by
+    the process's signal handlers, see :mod:`switchboard.host`)."""
 
-    def __init__(self, service: str, settings: CommonSettings, *, ops_server: bool = True) -> None:
+    def __init__(self, service: Service, settings: CommonSettings, stop: asyncio.Event) -> None:
         self.service = service
+        self.name = service.name
         self.settings = settings
         self.subjects = bus.Subjects(settings.subject_prefix)
         self.readiness = Readiness()
         self.stack = AsyncExitStack()
-        self.ops_server = ops_server
         self.ops: OpsServer | None = None
+        self.stopping = stop
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
-        self.stopping = asyncio.Event()
 
     @property
     def nc(self) -> NATS:
@@ -52,26 +70,33 @@ class ServiceRuntime:
 
     @property
     def instance(self) -> str:
-        return self.settings.instance or self.service
+        return self.settings.instance or self.name
 
     async def __aenter__(self) -> ServiceRuntime:
-        setup_logging(self.service, self.settings.log_level, self.settings.log_json)
-        telemetry = setup_telemetry(self.service, self.settings)
+        enter_service(self.name)
+        name = self.settings.otel_service_name or self.service.otel_name
+        telemetry = setup_telemetry(self.name, name, self.settings)
         self.stack.callback(telemetry.shutdown)
+        try:
+            await self._connect()
+        except BaseException:
+            await self.stack.aclose()
+            raise
+        return self
+
+    async def _connect(self) -> None:
         self._nc = await bus.connect(self.settings.nats_url, self.instance)
         self.stack.push_async_callback(self._close_nats)
         self._js = self._nc.jetstream()
         await bus.ensure_streams(self._js, self.subjects)
         self.readiness.add("nats", self._nats_ok)
         await self._nc.subscribe(
-            self.subjects.health(self.service), queue="health", cb=self._answer_health
+            self.subjects.health(self.name), queue="health", cb=self._answer_health
         )
-        if self.ops_server:
+        if self.service.port("ops") is not None:
             self.ops = OpsServer(self.readiness, self.settings.ops_host, self.settings.ops_port)
             await self.ops.start()
             self.stack.push_async_callback(self.ops.stop)
-        self._install_signal_handlers()
-        return self
 
     async def __aexit__(
         self,
@@ -80,6 +105,100 @@ class ServiceRuntime:
         tb: TracebackType | None,
     ) -> None:
         await self.stack.aclose()
+
+    # --- what a service may be made of ------------------------------------------------------
+
+    async def database(self, schema: str, migrations: Sequence[Migration]) -> asyncpg.Pool:
+        """A pool on ``SB_DATABASE_URL`` with ``schema`` migrated; ready once it answers."""
+        if not isinstance(self.settings, DatabaseSettings):
+            raise ConfigError(f"{type(self.settings).__name__} has no database settings")
+        pools: list[asyncpg.Pool] = []
+
+        async def postgres_ok() -> bool:
+            return bool(pools) and await pools[0].fetchval("SELECT 1") == 1
+
+        self.readiness.add("postgres", postgres_ok)
+        pool = await create_pool(
+            self.settings.database_url.get_secret_value(),
+            max_size=self.settings.database_pool_max,
+        )
+        self.stack.push_async_callback(pool.close)
+        await migrate(pool, schema, migrations)
+        pools.append(pool)
+        return pool
+
+    async def serve_grpc(self, host: str, port: int, *servicers: rpc.Servicer) -> rpc.GrpcServer:
+        """Serve ``servicers`` (with health and reflection) on ``host:port``; SERVING at once,
+        NOT_SERVING and stopped (with a grace period) when the service stops."""
+        server = rpc.GrpcServer(servicers)
+        server.bind(host, port)
+        await server.start()
+        await server.set_serving(True)
+
+        async def stop() -> None:
+            await server.set_serving(False)
+            await server.stop()
+
+        self.stack.push_async_callback(stop)
+        return server
+
+    async def consume(
+        self,
+        stream: str,
+        durable: str,
+        subjects: str,
+        payload: type[M],
+        handler: Callable[[Msg, M], Awaitable[None]],
+        *,
+        concurrency: int,
+        ack_wait: float = 30.0,
+        max_deliver: int = -1,
+        track_backlog: bool = True,
+    ) -> bus.PullWorker:
+        """Pull ``subjects`` of ``stream`` through the durable consumer ``durable`` (shared by
+        the replicas), at most ``concurrency`` messages at a time, each decoded as ``payload``
+        for ``handler``; with ``track_backlog`` its backlog is exported as a gauge."""
+        stream_name = self.subjects.stream(stream)
+        sub = await bus.durable_pull(
+            self.js, stream_name, durable, subjects, ack_wait=ack_wait, max_deliver=max_deliver
+        )
+        worker = bus.PullWorker(
+            sub, bus.decoding(payload, handler, durable), concurrency, name=durable
+        )
+        tasks = [asyncio.create_task(worker.run(), name=f"{durable}-fetch")]
+        if track_backlog:
+            tasks.append(asyncio.create_task(backlog.track(self.js, stream_name, durable)))
+
+        async def stop() -> None:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await worker.drain()
+
+        self.stack.push_async_callback(stop)
+        return worker
+
+    def background(self, work: Awaitable[None], name: str) -> asyncio.Task[None]:
+        """Run ``work`` until it ends or the service stops (then it is cancelled)."""
+
+        async def run() -> None:
+            await work
+
+        task = asyncio.create_task(run(), name=name)
+
+        async def stop() -> None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        self.stack.push_async_callback(stop)
+        return task
+
+    async def wait_stopped(self) -> None:
+        await self.stopping.wait()
+        log.info("shutting down")
+
+    # --- internals --------------------------------------------------------------------------
 
     async def _close_nats(self) -> None:
         """Flush what was published, then close. Not drain(): in-flight work has already been
@@ -95,38 +214,21 @@ class ServiceRuntime:
     async def _answer_health(self, msg: Msg) -> None:
         checks = await self.readiness.evaluate()
         reply = {
-            "service": self.service,
+            "service": self.name,
             "instance": self.instance,
             "ready": all(checks.values()),
             "checks": checks,
         }
         await msg.respond(json.dumps(reply).encode())
 
-    def _install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self.stopping.set)
-        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
-
-    async def wait_stopped(self) -> None:
-        await self.stopping.wait()
-        log.info("shutting down")
-
 
 async def service_ready(
     nc: NATS, subjects: bus.Subjects, service: str, timeout: float = 1.0
 ) -> bool:
-    """Ask any replica of ``service`` over NATS whether it is ready."""
-    try:
-        reply = await nc.request(subjects.health(service), b"", timeout=timeout)
-    except Exception:
-        return False
-    return bool(json.loads(reply.data).get("ready"))
-
-
-def dump_tasks() -> None:
-    """SIGUSR1: log where every asyncio task of this process is waiting (for stuck-run triage)."""
-    for task in asyncio.all_tasks():
-        frames = task.get_stack(limit=12)
-        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
-        log.warning("task %s at %s", task.get_name(), where)
+    """Ask any replica of ``service`` over NATS whether it is ready; raises with the reason
+    when it is not (no replica answers, or the checks that fail), for the readiness log."""
+    reply = json.loads((await nc.request(subjects.health(service), b"", timeout=timeout)).data)
+    failing = [name for name, ok in reply.get("checks", {}).items() if not ok]
+    if not reply.get("ready"):
+        raise DependencyUnavailable(f"{reply.get('instance', service)} fails {failing}")
+    return True

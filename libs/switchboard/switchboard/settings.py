@@ -1,25 +1,92 @@
-"""Settings: one validated object per service, read from ``SB_*`` environment variables.
+"""Settings: one validated object per service (and one for the CLI), read from ``SB_*``
+environment variables.
 
 Each service subclasses :class:`CommonSettings` in its own ``config.py``; nothing else in the
-code base reads the environment.
+code base reads the environment. ``Settings.from_environ(env)`` reads a given mapping instead of
+``os.environ``: that is how one process hosts several services, each with its own settings.
+Secrets (model keys, tokens, database URLs) are ``SecretStr``: they print as ``**********``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any, Self
 
-from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
+
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("sb_settings_environ", default=None)
 
 
 def default_home() -> Path:
     return Path.home() / ".switchboard"
 
 
-class CommonSettings(BaseSettings):
-    """What every service needs: the bus, identity, logging, telemetry and its ops port."""
+def env_alias(name: str) -> AliasChoices:
+    """Variables with a usual name outside Switchboard (ANTHROPIC_API_KEY, OTEL_...) keep it,
+    and accept an ``SB_`` one too."""
+    return AliasChoices(name, f"SB_{name}")
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """The environment source, reading a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ  # read by _load_env_vars, which the base __init__ calls
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+class Settings(BaseSettings):
+    """Base of every settings class: ``SB_`` prefix, immutable, unknown variables ignored."""
 
     model_config = SettingsConfigDict(env_prefix="SB_", extra="ignore", frozen=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ = _ENVIRON.get()
+        if environ is not None:
+            env_settings = _MappingEnvSource(settings_cls, environ)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], **overrides: Any) -> Self:
+        """Settings read from ``environ`` (instead of ``os.environ``); ``overrides`` win."""
+        with _reading(environ):
+            return cls(**overrides)
+
+
+@contextmanager
+def _reading(environ: Mapping[str, str]) -> Iterator[None]:
+    token = _ENVIRON.set(environ)
+    try:
+        yield
+    finally:
+        _ENVIRON.reset(token)
+
+
+class CommonSettings(Settings):
+    """What every service needs: the bus, identity, logging, telemetry and its ops port."""
 
     home: Path = Field(default_factory=default_home)
     nats_url: str = "nats://127.0.0.1:4222"
@@ -33,6 +100,8 @@ class CommonSettings(BaseSettings):
         default="",
         validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "SB_OTLP_ENDPOINT"),
     )
+    # service.name of the traces; empty: the registry's rule, switchboard-<service>.
+    otel_service_name: str = Field(default="", validation_alias=env_alias("OTEL_SERVICE_NAME"))
 
     @field_validator("subject_prefix")
     @classmethod
@@ -49,11 +118,40 @@ class CommonSettings(BaseSettings):
             raise ValueError("SB_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
         return level
 
+    def address(self, service: str) -> str:
+        """Where ``service``'s gRPC servers are (``SB_<SERVICE>_ADDR``, comma-separated); the
+        settings class of a caller declares the field (``agent_addr``...)."""
+        field = f"{service}_addr"
+        if field not in type(self).model_fields:
+            raise AttributeError(f"{type(self).__name__} has no {field} setting")
+        return str(getattr(self, field))
 
-class DatabaseSettings(BaseSettings):
+
+class DatabaseSettings(Settings):
     """Mixin for services that own a PostgreSQL schema."""
 
-    model_config = SettingsConfigDict(env_prefix="SB_", extra="ignore", frozen=True)
-
-    database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    database_url: SecretStr = SecretStr("postgresql://postgres@127.0.0.1:5432/postgres")
     database_pool_max: int = Field(default=10, ge=1, le=200)
+
+
+class ModelSettings(Settings):
+    """The model provider: keys keep their usual names (and accept ``SB_`` ones)."""
+
+    model: str = ""
+    anthropic_api_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias=env_alias("ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str = Field(default="", validation_alias=env_alias("ANTHROPIC_BASE_URL"))
+    openai_api_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias=env_alias("OPENAI_API_KEY")
+    )
+    openai_base_url: str = Field(default="", validation_alias=env_alias("OPENAI_BASE_URL"))
+
+    def configured_by(self) -> list[str]:
+        """The variables that configure a model (empty: none is configured)."""
+        given = {
+            "ANTHROPIC_API_KEY": self.anthropic_api_key.get_secret_value(),
+            "OPENAI_API_KEY": self.openai_api_key.get_secret_value(),
+            "SB_MODEL": self.model,
+        }
+        return [name for name, value in given.items() if value]

@@ -1,3 +1,3 @@
-from .server import main
+from switchboard.host import module_main
 
-main()
+module_main("agent")

@@ -25,6 +25,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from switchboard import bus
+from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
@@ -58,8 +60,7 @@ class LaneReader:
             except NotFoundError:
                 break
             assert raw.seq is not None
-            item = messages_pb2.LaneItem()
-            item.ParseFromString(raw.data or b"")
+            item = bus.decode(messages_pb2.LaneItem, raw.data)
             stored = raw.time.timestamp() if raw.time else time.time()
             items.append(PendingItem(raw.seq, item, dict(raw.headers or {}), stored))
             seq = raw.seq + 1
@@ -92,7 +93,7 @@ class LaneManager:
         store: SessionStore,
         runner: Runner,
         *,
-        default_mode: str,
+        default_mode: QueueMode,
         collect_debounce_s: float,
         nak_delay_s: float = 0.05,
         nak_delay_max_s: float = 2.0,
@@ -112,15 +113,8 @@ class LaneManager:
         self.keepalive_s = keepalive_s
         self.saturated = saturated  # every slot of this replica is taken
 
-    async def handle(self, msg: Msg) -> None:
+    async def handle(self, msg: Msg, item: messages_pb2.LaneItem) -> None:
         """Handle one dispatch delivery (the PullWorker NAKs it if this raises)."""
-        item = messages_pb2.LaneItem()
-        try:
-            item.ParseFromString(msg.data)
-        except Exception:
-            log.warning("dropping undecodable lane item on %s", msg.subject)
-            await msg.term()
-            return
         meta = msg.metadata
         if meta.num_delivered > 1:
             REDELIVERIES.inc()
@@ -182,8 +176,7 @@ class LaneManager:
                 await self._nak([msg])
                 continue
             if seq not in lane.ran:
-                item = messages_pb2.LaneItem()
-                item.ParseFromString(msg.data)
+                item = bus.decode(messages_pb2.LaneItem, msg.data)
                 mode = effective_mode(lane.queue_mode, item.queue_mode, self.default_mode)
                 await self.runner.republish(item, mode)
             await msg.ack()
@@ -233,9 +226,9 @@ class LaneManager:
             first = False
             mode = effective_mode(state.queue_mode, head.item.queue_mode, self.default_mode)
             pending = [head]
-            if mode in ("collect", "steer", "interrupt"):
+            if mode.one_run_for_all_pending:
                 pending = await self.reader.pending(subject, lane.cursor)
-            if mode == "collect":
+            if mode.debounces:
                 pending = await self._debounce(subject, lane.cursor, pending)
             batch = plan(mode, pending)[0]
             try:
@@ -262,19 +255,19 @@ class LaneManager:
         batch: Batch,
         cursor: int,
         state: LaneState,
-        mode: str,
+        mode: QueueMode,
         subject: str,
     ) -> None:
         first = batch.items[0].item
         if first.enqueued_at_ms:
             LANE_WAIT_SECONDS.observe(max(0.0, time.time() - first.enqueued_at_ms / 1000))
-        control = RunControl(self.reader, subject, batch, steer=mode == "steer")
+        control = RunControl(self.reader, subject, batch, steer=mode.steers)
         ACTIVE_RUNS.inc()
         try:
             task = asyncio.create_task(
                 self.runner.run(batch, cursor, control, state.tool_policy, mode)
             )
-            if mode != "interrupt":
+            if not mode.interrupts:
                 await task
                 return
             await self._interruptible(task, control, subject, batch.cover_seq)

@@ -34,6 +34,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from switchboard.sessions import is_subagent
+
 TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "group:fs": ("read", "write", "edit", "apply_patch", "list_dir", "search_files"),
     "group:runtime": ("exec", "process"),
@@ -73,7 +75,6 @@ TOOL_ALIASES: dict[str, str] = {"bash": "exec", "shell": "exec", "apply-patch": 
 
 DEFAULT_SUBAGENT_DENY: tuple[str, ...] = ("sessions_spawn", "cron", "memory_store", "message")
 
-SUBAGENT_MARKER = ":sub:"
 _CONFIG_KEYS = ("profile", "allow", "deny")
 _UNRESTRICTED = "no allow list and no deny entry matches"
 
@@ -251,10 +252,6 @@ class Policy:
         return [name for name in names if self.allows(name).allowed]
 
 
-def is_subagent_session(session_key: str) -> bool:
-    return SUBAGENT_MARKER in session_key
-
-
 def effective_policy(
     agent: ToolPolicy | None,
     session: ToolPolicy | None = None,
@@ -268,6 +265,6 @@ def effective_policy(
         layers.append(("agent", agent))
     if session is not None:
         layers.append(("session", session))
-    if is_subagent_session(session_key):
+    if is_subagent(session_key):
         layers.append(("sub-agent", subagent if subagent is not None else DEFAULT_SUBAGENT_POLICY))
     return Policy(tuple(layers))

@@ -1,13 +1,13 @@
-"""Queue modes (from Moltbot): how a session's pending lane items become runs."""
+"""How a session's pending lane items become runs (the queue modes are
+:class:`switchboard.queue_modes.QueueMode`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
 
+from switchboard.queue_modes import QueueMode
 from switchboard.v1 import messages_pb2
-
-QUEUE_MODES = ("queue", "followup", "collect", "steer", "interrupt")
 
 
 @dataclass(frozen=True)
@@ -34,21 +34,20 @@ class Batch:
         return self.items[-1].seq
 
 
-def plan(mode: str, pending: list[PendingItem]) -> list[Batch]:
+def plan(mode: QueueMode, pending: list[PendingItem]) -> list[Batch]:
     """``queue``/``followup``: one run per item. ``collect``, ``steer`` and ``interrupt``: one run
     for everything pending (the newest item leads; older ones ride along as context)."""
     if not pending:
         return []
-    if mode in ("collect", "steer", "interrupt"):
+    if mode.one_run_for_all_pending:
         return [Batch(list(pending))]
     return [Batch([p]) for p in pending]
 
 
-def effective_mode(session_mode: str, item_mode: str, agent_default: str) -> str:
-    for mode in (session_mode, item_mode, agent_default):
-        if mode in QUEUE_MODES:
-            return mode
-    return "queue"
+def effective_mode(session_mode: str, item_mode: str, agent_default: QueueMode) -> QueueMode:
+    """The session's override, else the channel's (carried by the lane item), else the
+    agent's."""
+    return QueueMode.effective(session_mode, item_mode, default=agent_default)
 
 
 class PendingSource(Protocol):

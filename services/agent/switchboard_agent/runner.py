@@ -15,6 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from switchboard import bus
+from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
@@ -77,7 +78,7 @@ class Runner:
         expected_cursor: int,
         control: RunControl,
         session_policy: dict[str, Any] | None = None,
-        mode: str = "queue",
+        mode: QueueMode = QueueMode.QUEUE,
     ) -> None:
         """Answer ``batch``; commit the transcript and move the cursor over it, atomically.
         A run that was waiting for an approval when its owner died resumes from its
@@ -133,7 +134,7 @@ class Runner:
             if self.outbound is not None and self.outbound.delivers(item.message.channel):
                 text = reply_text(record.messages, record.status, record.stop_reason)
                 ids = list(events.message_ids)
-                await self.outbound.publish(run_id, item, text, ids, mode == "followup")
+                await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
             await events.emit(
@@ -150,7 +151,7 @@ class Runner:
         RUNS.labels(record.status).inc()
         RUN_SECONDS.observe(time.perf_counter() - start)
 
-    async def republish(self, item: messages_pb2.LaneItem, mode: str) -> None:
+    async def republish(self, item: messages_pb2.LaneItem, mode: QueueMode) -> None:
         """A replayed item whose run is committed: publish its reply parts again; the OUTBOUND
         stream drops the ones that went out before (``Nats-Msg-Id = <run id>:<part>``), so a
         reply lost by an owner that died after its commit is delivered exactly once."""
@@ -164,7 +165,7 @@ class Runner:
         )
         if found is not None:
             await self.outbound.publish(
-                found.run_id, item, found.text, found.message_ids, mode == "followup"
+                found.run_id, item, found.text, found.message_ids, mode.threads_replies
             )
 
     async def _interrupted(self, record: RunRecord) -> None:

@@ -9,12 +9,14 @@ from typing import Any
 import grpc
 
 from switchboard.errors import InvalidSessionKey
-from switchboard.sessions import validate_session_key
+from switchboard.queue_modes import QueueMode
+from switchboard.sessions import parse_session_key, validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .policy import PolicyError, ToolPolicy
-from .queueing import QUEUE_MODES
 from .store import SessionStore
+
+DEFAULT_MODE = "default"  # Patch: drop the session's override
 
 
 def epoch_ms(dt: datetime | None) -> int:
@@ -58,12 +60,12 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
     ) -> sessions_pb2.PatchSessionResponse:
         key = await _valid_key(request.session_key, context)
         mode = request.queue_mode
-        if mode and mode != "default" and mode not in QUEUE_MODES:
+        if mode and mode != DEFAULT_MODE and not QueueMode.is_mode(mode):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"queue_mode must be one of {', '.join(QUEUE_MODES)} or 'default'",
+                f"queue_mode must be one of {QueueMode.names()} or '{DEFAULT_MODE}'",
             )
-        agent = key.split(":", 1)[0] if ":" in key else "main"
+        agent = parse_session_key(key).root.agent or "main"
         policy_json = request.tool_policy_json
         policy: dict[str, Any] | None = None
         if policy_json:
@@ -75,7 +77,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
             except (ValueError, PolicyError) as exc:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tool policy: {exc}")
         if mode:
-            mode = await self.store.set_queue_mode(key, agent, "" if mode == "default" else mode)
+            mode = await self.store.set_queue_mode(key, agent, "" if mode == DEFAULT_MODE else mode)
         if policy_json:
             await self.store.set_tool_policy(key, agent, policy)
         state = await self.store.lane_state(key)

@@ -11,9 +11,11 @@ import asyncpg
 import nats
 import pytest
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from switchboard import bus
+from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import messages_pb2
@@ -56,7 +58,7 @@ async def env(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator
         leases,
         store,
         runner,
-        default_mode="queue",
+        default_mode=QueueMode.QUEUE,
         collect_debounce_s=0.3,
         nak_delay_s=0.1,
     )
@@ -80,7 +82,12 @@ async def drain(env: Env, durable: str, n: int) -> None:
     )
     msgs = await sub.fetch(n, timeout=5)
     assert len(msgs) == n
-    await asyncio.gather(*(env.consumer.handle(m) for m in msgs))  # concurrently, like replicas
+    await asyncio.gather(*(deliver(env, m) for m in msgs))  # concurrently, like replicas
+
+
+async def deliver(env: Env, msg: Msg) -> None:
+    """One dispatch delivery, decoded as the agent's consumer does."""
+    await env.consumer.handle(msg, bus.decode(messages_pb2.LaneItem, msg.data))
 
 
 def user_texts(transcript: list[dict]) -> list[str]:
@@ -121,12 +128,12 @@ async def test_lane_owned_elsewhere_is_nak_and_later_taken(env: Env) -> None:
     other = await env.leases.kv.create(session_token("s:busy"), b"another-replica")
     sub = await bus.durable_pull(env.js, env.subjects.stream("LANES"), "n", env.subjects.lanes())
     [msg] = await sub.fetch(1, timeout=5)
-    await env.consumer.handle(msg)  # another owner: NAKed, nothing run
+    await deliver(env, msg)  # another owner: NAKed, nothing run
     assert await env.store.transcript("s:busy") == []
     await env.leases.kv.delete(session_token("s:busy"), last=other)
     [again] = await sub.fetch(1, timeout=5)  # the NAK brings it back
     assert again.metadata.num_delivered == 2
-    await env.consumer.handle(again)
+    await deliver(env, again)
     assert user_texts(await env.store.transcript("s:busy")) == ["x"]
 
 

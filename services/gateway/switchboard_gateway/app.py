@@ -5,26 +5,26 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import grpc
 from fastapi import FastAPI
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from switchboard import rpc
-from switchboard.ops import healthz, metrics, readyz_endpoint
+from switchboard import registry, rpc
+from switchboard.ops import Readiness, healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
 from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
-from . import approvals_api, events_api, openai_api, sessions_api
+from . import approvals_api, events_api, openai_api, sessions_api, status_page
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
 from .metrics import REQUESTS
 
 tracer = trace.get_tracer("switchboard.gateway")
-UNTRACED = {"/healthz", "/readyz", "/metrics"}
-DEPENDENCIES = ("router", "agent", "tools")
+UNTRACED = {"/", "/healthz", "/readyz", "/metrics"}
 
 
 class TraceMiddleware:
@@ -60,13 +60,38 @@ class TraceMiddleware:
                 REQUESTS.labels(getattr(route, "path", "unmatched"), str(status["code"])).inc()
 
 
+def add_system_readiness(
+    readiness: Readiness, rt: ServiceRuntime, channels: dict[str, grpc.aio.Channel]
+) -> None:
+    """The gateway's /readyz is the system's: every other service of the registry answers
+    ready over NATS, and the gRPC servers the gateway calls report SERVING (the runtime's own
+    readiness already checks NATS)."""
+    for service in registry.SERVICES:
+        if service.name == rt.name:
+            continue
+
+        async def ready(name: str = service.name) -> bool:
+            return await service_ready(rt.nc, rt.subjects, name)
+
+        readiness.add(service.name, ready)
+    for callee, ch in channels.items():
+
+        async def serving(ch: grpc.aio.Channel = ch) -> bool:
+            return await rpc.check_health(ch)
+
+        readiness.add(f"{callee}_grpc", serving)
+
+
 def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
-    channel = rpc.channel(settings.agent_addr)
+    callees = registry.get(rt.name).calls
+    channels = {name: rpc.channel(settings.address(name)) for name in callees}
+    channel = channels["agent"]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await channel.close()
+        for ch in channels.values():
+            await ch.close()
 
     app = FastAPI(title="Switchboard gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
@@ -75,18 +100,8 @@ def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     app.state.approvals = approvals_pb2_grpc.ApprovalsStub(channel)
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(channel)
 
-    async def agent_grpc_ok() -> bool:
-        return await rpc.check_health(channel)
-
-    # The runtime's readiness already checks NATS; the gateway adds what it depends on.
-    rt.readiness.add("agent_grpc", agent_grpc_ok)
-    for name in DEPENDENCIES:
-
-        async def check(name: str = name) -> bool:
-            return await service_ready(rt.nc, rt.subjects, name)
-
-        rt.readiness.add(name, check)
-
+    add_system_readiness(rt.readiness, rt, channels)
+    app.add_api_route("/", status_page.page, methods=["GET"], include_in_schema=False)
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
     app.add_api_route(
         "/readyz", readyz_endpoint(rt.readiness), methods=["GET"], include_in_schema=False

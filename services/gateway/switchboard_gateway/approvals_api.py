@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from switchboard.sessions import AgentId, direct_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
 from .auth import require_token
@@ -39,7 +40,7 @@ class Invoke(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     session_key: str = Field(default="", alias="sessionKey", max_length=512)
     dry_run: bool = Field(default=False, alias="dryRun")
-    agent: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+    agent: AgentId | None = None
 
 
 def approval_json(a: approvals_pb2.Approval) -> dict[str, Any]:
@@ -113,7 +114,7 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
     stub: approvals_pb2_grpc.ToolAccessStub = request.app.state.tool_access
     settings = request.app.state.settings
     agent = body.agent or settings.default_agent
-    key = body.session_key or f"{agent}:api:tools-invoke"
+    key = body.session_key or direct_key(agent, "api", "tools-invoke")
     checked_session_key(key, "sessionKey")
     try:
         reply = await stub.Invoke(

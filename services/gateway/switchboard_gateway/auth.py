@@ -10,7 +10,7 @@ from .errors import ApiError
 
 
 def require_token(request: Request) -> None:
-    expected: str = request.app.state.settings.gateway_token
+    expected: str = request.app.state.settings.gateway_token.get_secret_value()
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:

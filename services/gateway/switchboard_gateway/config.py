@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
+from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings
 
 
 class GatewaySettings(CommonSettings):
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=8080, ge=0, le=65535)
-    gateway_token: str = ""
+    gateway_token: SecretStr = SecretStr("")
     agent_addr: str = "127.0.0.1:50051"
-    default_agent: str = Field(default="main", pattern=r"^[a-z0-9_-]{1,64}$")
+    default_agent: AgentId = "main"
     reply_timeout_s: float = Field(default=300.0, gt=0)
     max_body_chars: int = Field(default=200_000, ge=1)
     tool_invoke_timeout_s: float = Field(default=330.0, gt=0)

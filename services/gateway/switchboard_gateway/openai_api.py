@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from switchboard.sessions import direct_key, is_agent_id
 from switchboard.v1 import messages_pb2
 
 from .auth import require_token
@@ -21,7 +22,6 @@ from .conversations import Conversations, Outgoing, ReplyTimeout
 from .errors import ApiError, error_body
 
 router = APIRouter(dependencies=[Depends(require_token)])
-AGENT = re.compile(r"^[a-z0-9_-]{1,64}$")
 PEER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 
 
@@ -57,7 +57,7 @@ class ChatRequest(BaseModel):
 
 def _agent_for(model: str, default_agent: str) -> str:
     name, _, agent = model.partition(":")
-    if name != "switchboard" or (agent and not AGENT.match(agent)):
+    if name != "switchboard" or (agent and not is_agent_id(agent)):
         raise ApiError(
             404,
             f"The model '{model}' does not exist; use 'switchboard' or 'switchboard:<agent>'.",
@@ -80,13 +80,14 @@ def _outgoing(req: ChatRequest, agent: str, session_header: str | None) -> Outgo
                 "letters, digits and _ . @ + -",
                 param="user",
             )
-        return Outgoing("openai", last.text(), f"{agent}:openai:{peer}", agent, sender=peer)
+        key = direct_key(agent, "openai", peer)
+        return Outgoing("openai", last.text(), key, agent, sender=peer)
     context = [
         ("system" if m.role == "developer" else m.role, m.text())
         for m in req.messages[:-1]
         if m.role in ("system", "developer", "user", "assistant")
     ]
-    key = f"{agent}:openai:oneoff-{uuid.uuid4().hex[:16]}"
+    key = direct_key(agent, "openai", f"oneoff-{uuid.uuid4().hex[:16]}")
     return Outgoing("openai", last.text(), key, agent, context=context)
 
 

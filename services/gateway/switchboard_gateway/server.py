@@ -1,13 +1,14 @@
-"""Gateway: the HTTP edge. Serves the API on SB_HTTP_PORT until SIGINT/SIGTERM."""
+"""Gateway: the HTTP edge. Serves the API on SB_HTTP_PORT until the service is stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 
 import uvicorn
 
+from switchboard import registry
+from switchboard.errors import ConfigError
 from switchboard.ops import EmbeddedServer
 from switchboard.runtime import ServiceRuntime
 
@@ -17,8 +18,12 @@ from .config import GatewaySettings
 log = logging.getLogger(__name__)
 
 
-async def serve(settings: GatewaySettings) -> None:
-    async with ServiceRuntime("gateway", settings, ops_server=False) as rt:
+async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
+    if not settings.gateway_token.get_secret_value():
+        raise ConfigError(
+            "SB_GATEWAY_TOKEN is not set: the gateway refuses to serve without a token."
+        )
+    async with ServiceRuntime(registry.get("gateway"), settings, stop) as rt:
         app = create_app(settings, rt)
         config = uvicorn.Config(
             app,
@@ -31,15 +36,8 @@ async def serve(settings: GatewaySettings) -> None:
         server = EmbeddedServer(config)
         task = asyncio.create_task(server.serve())
         log.info("gateway listening", extra={"port": settings.http_port})
-        stop = asyncio.create_task(rt.wait_stopped())
-        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stopped = asyncio.create_task(rt.wait_stopped())
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
         server.should_exit = True
         await task
-        stop.cancel()
-
-
-def main() -> None:
-    settings = GatewaySettings()
-    if not settings.gateway_token:
-        sys.exit("SB_GATEWAY_TOKEN is not set: the gateway refuses to serve without a token.")
-    asyncio.run(serve(settings))
+        stopped.cancel()

@@ -10,6 +10,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from switchboard.queue_modes import QueueMode
+from switchboard.sessions import AgentId
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .auth import require_token
@@ -20,16 +22,15 @@ router = APIRouter(prefix="/api/sessions", dependencies=[Depends(require_token)]
 
 
 class PatchSession(BaseModel):
-    queue_mode: Literal["queue", "followup", "collect", "steer", "interrupt", "default"] | None = (
-        None
-    )
+    # a mode, or "default" to drop the session's override
+    queue_mode: QueueMode | Literal["default"] | None = None
     # {"profile", "allow", "deny"}; null clears the override; absent leaves it as it is.
     tool_policy: dict[str, Any] | None = None
 
 
 class PostMessage(BaseModel):
     text: str = Field(min_length=1, max_length=100_000)
-    agent: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+    agent: AgentId | None = None
 
 
 @router.post("/{key}/messages", status_code=202)

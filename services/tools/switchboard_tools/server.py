@@ -8,11 +8,14 @@ import json
 import logging
 import time
 
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import backlog, bus
+import switchboard.registry
+from switchboard import bus
+from switchboard.errors import InvalidPayload
 from switchboard.runtime import ServiceRuntime
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
@@ -21,11 +24,10 @@ from .builtin import builtin_registry
 from .config import ToolsSettings
 from .errors import ToolError
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
-from .probe import probe_sandbox
 from .procbus import ProcessBus
 from .procs import ProcessLimits, ProcessManager
 from .registry import ToolContext, ToolOutput, ToolRegistry
-from .sandbox import Sandbox
+from .sandbox import Sandbox, probe_sandbox
 from .updates import update_publisher
 from .workspace import ensure_workspace
 
@@ -36,7 +38,8 @@ tracer = trace.get_tracer("switchboard.tools")
 class Executor:
     def __init__(
         self,
-        rt: ServiceRuntime,
+        nc: NATS,
+        subjects: bus.Subjects,
         settings: ToolsSettings,
         registry: ToolRegistry,
         sandbox: Sandbox,
@@ -44,7 +47,8 @@ class Executor:
     ) -> None:
         """``processes``: the manager of the process tool, served to the other replicas
         by :meth:`serve_processes` and killed by :meth:`close`."""
-        self.rt = rt
+        self.nc = nc
+        self.subjects = subjects
         self.settings = settings
         self.registry = registry
         self.isolation = json.dumps(sandbox.attestation())
@@ -55,7 +59,7 @@ class Executor:
     async def serve_processes(self) -> None:
         """Answer poll/kill/list for this executor's processes on sb.tools.proc.<id>."""
         if self.processes is not None and self.process_bus is None:
-            self.process_bus = ProcessBus(self.rt.nc, self.rt.subjects, self.processes)
+            self.process_bus = ProcessBus(self.nc, self.subjects, self.processes)
             await self.process_bus.start()
 
     async def close(self) -> None:
@@ -71,22 +75,18 @@ class Executor:
     async def cancel_run(self, msg: Msg) -> None:
         """A run was interrupted: cancel its calls in flight (the sandbox kills their process
         groups)."""
-        cancel = messages_pb2.ToolCancel()
-        cancel.ParseFromString(msg.data)
+        try:
+            cancel = bus.decode(messages_pb2.ToolCancel, msg.data)
+        except InvalidPayload as exc:
+            log.warning("ignoring a cancel on %s: %s", msg.subject, exc)
+            return
         for task in self.running.get(cancel.run_id, set()):
             task.cancel()
 
     async def answer_specs(self, msg: Msg) -> None:
         await msg.respond(json.dumps(self.registry.specs()).encode())
 
-    async def handle(self, msg: Msg) -> None:
-        call = messages_pb2.ToolCall()
-        try:
-            call.ParseFromString(msg.data)
-        except Exception:
-            log.warning("dropping undecodable tool call on %s", msg.subject)
-            await msg.term()
-            return
+    async def handle(self, msg: Msg, call: messages_pb2.ToolCall) -> None:
         BUSY_SLOTS.inc()
         start = time.perf_counter()
         try:
@@ -123,7 +123,7 @@ class Executor:
                 isolation_json=isolation,
                 duration_ms=duration_ms,
             )
-            await bus.core_publish(self.rt.nc, self.rt.subjects.tools_result(call.run_id), result)
+            await bus.core_publish(self.nc, self.subjects.tools_result(call.run_id), result)
             await msg.ack()
             EXECUTIONS.labels(call.tool, "error" if output.is_error else "ok").inc()
             EXECUTION_SECONDS.labels(call.tool).observe(duration_ms / 1000)
@@ -136,13 +136,13 @@ class Executor:
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
         timeout = min(call.timeout_s or 60.0, self.settings.tools_max_timeout_s)
-        on_update = update_publisher(self.rt.nc, self.rt.subjects, call)
+        on_update = update_publisher(self.nc, self.subjects, call)
         ctx = ToolContext(call.agent, call.session_key, call.call_id, workspace, timeout, on_update)
         return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
 
 
-async def serve(settings: ToolsSettings) -> None:
-    async with ServiceRuntime("tools", settings) as rt:
+async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
+    async with ServiceRuntime(switchboard.registry.get("tools"), settings, stop) as rt:
         sandbox = await probe_sandbox()
         processes = ProcessManager(
             sandbox,
@@ -152,33 +152,23 @@ async def serve(settings: ToolsSettings) -> None:
                 output_cap=settings.process_output_cap,
             ),
         )
-        registry = builtin_registry(
+        tools = builtin_registry(
             sandbox, settings.exec_allowlist, web=settings, processes=processes
         )
-        executor = Executor(rt, settings, registry, sandbox, processes)
+        executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes)
         await executor.serve_processes()
+        rt.stack.push_async_callback(executor.close)
         await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
         await rt.nc.subscribe(rt.subjects.tools_cancel("*"), cb=executor.cancel_run)
-        sub = await bus.durable_pull(
-            rt.js,
-            rt.subjects.stream("TOOLS"),
+        await rt.consume(
+            "TOOLS",
             "executor",
             f"{settings.subject_prefix}.tools.call.>",
+            messages_pb2.ToolCall,
+            executor.handle,
+            concurrency=settings.tools_max_concurrency,
             ack_wait=settings.tools_max_timeout_s + 30,
             max_deliver=3,
         )
-        worker = bus.PullWorker(sub, executor.handle, settings.tools_max_concurrency, "tools")
-        task = asyncio.create_task(worker.run())
-        tracking = asyncio.create_task(
-            backlog.track(rt.js, rt.subjects.stream("TOOLS"), "executor")
-        )
         log.info("tool executor ready", extra={"isolation": sandbox.attestation()})
         await rt.wait_stopped()
-        task.cancel()
-        tracking.cancel()
-        await worker.drain()
-        await executor.close()
-
-
-def main() -> None:
-    asyncio.run(serve(ToolsSettings()))

@@ -24,8 +24,8 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.config import ToolsSettings
-from switchboard_tools.layered import LayeredSandbox
 from switchboard_tools.procs import ProcessLimits, ProcessManager
+from switchboard_tools.sandbox import LayeredSandbox
 from switchboard_tools.server import Executor
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 

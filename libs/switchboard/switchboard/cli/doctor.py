@@ -11,9 +11,12 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from switchboard import registry
 from switchboard.cli.home import Home
-from switchboard.cli.up import SERVICE_MODULES, runnable
+from switchboard.cli.settings import LauncherSettings
+from switchboard.cli.up import runnable
 from switchboard.embedded import ServerError, nats_server_binary
+from switchboard.settings import ModelSettings
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,10 @@ def check_nats() -> Check:
     return Check("nats-server", True, f"{result.stdout.strip()} ({binary})")
 
 
-def check_database(environ: Mapping[str, str]) -> Check:
-    url = environ.get("SB_DATABASE_URL")
-    if url:
+def check_database(settings: LauncherSettings) -> Check:
+    if settings.database_url is not None:
         try:
-            asyncio.run(_ping(url))
+            asyncio.run(_ping(settings.database_url.get_secret_value()))
         except Exception as exc:
             return Check(
                 "database",
@@ -84,8 +86,8 @@ def check_home(home: Home) -> Check:
     return Check("data dir", True, f"{home.root} is writable")
 
 
-def check_model(environ: Mapping[str, str]) -> Check:
-    found = [k for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "SB_MODEL") if environ.get(k)]
+def check_model(settings: ModelSettings) -> Check:
+    found = settings.configured_by()
     if not found:
         return Check(
             "model",
@@ -98,27 +100,30 @@ def check_model(environ: Mapping[str, str]) -> Check:
 
 
 def check_services() -> Check:
-    missing = [m for m in SERVICE_MODULES.values() if not runnable(m)]
+    modules = [s.module for s in registry.SERVICES]
+    missing = [m for m in modules if not runnable(m)]
     if missing:
         return Check(
             "services", False, f"cannot run {', '.join(missing)}", "make install (from the repo)"
         )
-    return Check("services", True, ", ".join(SERVICE_MODULES.values()))
+    return Check("services", True, ", ".join(modules))
 
 
 def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
+    settings = LauncherSettings.from_environ(environ)
     checks: list[Callable[[], Check]] = [
         check_nats,
-        lambda: check_database(environ),
+        lambda: check_database(settings),
         lambda: check_home(home),
-        lambda: check_model(environ),
+        lambda: check_model(ModelSettings.from_environ(environ)),
         check_services,
     ]
     return [check() for check in checks]
 
 
 def run(args: argparse.Namespace) -> int:
-    results = run_checks(Home.resolve(args.home, os.environ), os.environ)
+    home = Home.resolve(args.home, LauncherSettings.from_environ(os.environ).home)
+    results = run_checks(home, os.environ)
     for check in results:
         print(f"{'OK  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
         if not check.ok and check.fix:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from pydantic import SecretStr
 
 from switchboard.embedded import wait_gone
 
@@ -27,10 +27,9 @@ class Home:
     root: Path
 
     @classmethod
-    def resolve(cls, override: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Home:
-        """``--home`` wins over SB_HOME, which wins over ~/.switchboard."""
-        raw = override or environ.get("SB_HOME") or Path.home() / ".switchboard"
-        return cls(Path(raw).expanduser().resolve())
+    def resolve(cls, override: str | os.PathLike[str] | None, configured: Path) -> Home:
+        """``--home`` wins over the configured one (SB_HOME, else ~/.switchboard)."""
+        return cls(Path(override or configured).expanduser().resolve())
 
     @property
     def nats_dir(self) -> Path:
@@ -66,15 +65,15 @@ class Home:
 
 @dataclass(frozen=True)
 class Token:
-    value: str
+    value: str = field(repr=False)
     source: str  # where a user finds it: the file path, or "SB_GATEWAY_TOKEN"
     generated: bool
 
 
-def gateway_token(home: Home, environ: Mapping[str, str]) -> Token:
+def gateway_token(home: Home, configured: SecretStr | None) -> Token:
     """SB_GATEWAY_TOKEN if set, else the stored token, else a new one stored with mode 0600."""
-    if environ.get(TOKEN_ENV):
-        return Token(environ[TOKEN_ENV], TOKEN_ENV, generated=False)
+    if configured is not None and configured.get_secret_value():
+        return Token(configured.get_secret_value(), TOKEN_ENV, generated=False)
     path = home.token_file
     if path.exists():
         path.chmod(0o600)

@@ -1,9 +1,11 @@
 """The embedded-mode launcher behind ``switchboard up``: the whole system on this machine.
 
-Starts nats-server (JetStream) and PostgreSQL concurrently, spawns every service process as soon as
-NATS accepts clients (services that need the database retry their connection themselves; its URI is
-known before PostgreSQL is up), supervises them, waits for the gateway's /readyz and on
-Ctrl-C/SIGTERM stops everything: services first, then NATS and PostgreSQL.
+Starts nats-server (JetStream) and PostgreSQL concurrently, starts every service of the registry
+as soon as NATS accepts clients (services that need the database retry their connection
+themselves; its URI is known before PostgreSQL is up), keeps them running, waits for the
+gateway's /readyz and on Ctrl-C/SIGTERM stops everything: services first, then NATS and
+PostgreSQL. The services run inside this process (one runtime each), or with ``processes`` one
+process per service instance, as in Compose and Kubernetes.
 """
 
 from __future__ import annotations
@@ -16,30 +18,26 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
+from switchboard import registry
 from switchboard.cli.home import (
     Home,
     HomeError,
+    Token,
     claim,
     gateway_token,
     reap_stale,
     remove_pid,
     write_pid,
 )
-from switchboard.cli.supervisor import Backoff, Instance, ServiceSpec, Supervisor, plan_instances
+from switchboard.cli.inprocess import InProcess
+from switchboard.cli.settings import DEFAULT_HTTP_PORT, LauncherSettings
+from switchboard.cli.supervisor import Instance, ServiceSpec, Supervisor, plan_instances
 from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
+from switchboard.host import Backoff, dump_tasks
 
-DEFAULT_HTTP_PORT = 8080
-# The services of embedded mode, in start order: name -> module run with `python -m`.
-# (memory, scheduler and media join here when they exist; Qdrant runs inside memory.)
-SERVICE_MODULES: dict[str, str] = {
-    "gateway": "switchboard_gateway",
-    "router": "switchboard_router",
-    "agent": "switchboard_agent",
-    "tools": "switchboard_tools",
-}
-AGENT_PORT_ENV = "SB_AGENT_GRPC_PORT"
+SERVICES_LOG = "services.log"  # the log of the services hosted in the launcher's process
 
 
 class LaunchError(RuntimeError):
@@ -48,31 +46,15 @@ class LaunchError(RuntimeError):
 
 def default_services(scale: Mapping[str, int] | None = None) -> list[ServiceSpec]:
     scale = scale or {}
-    return [
-        ServiceSpec(
-            name,
-            (sys.executable, "-m", module),
-            scale=scale.get(name, 1),
-            port_env=(AGENT_PORT_ENV,) if name == "agent" else (),
-        )
-        for name, module in SERVICE_MODULES.items()
-    ]
-
-
-def _env_port(environ: Mapping[str, str], name: str) -> int | None:
-    if not (raw := environ.get(name, "")):
-        return None
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise LaunchError(f"{name}={raw!r} is not a TCP port (1-65535)")
-    return int(raw)
+    return [ServiceSpec(s, scale.get(s.name, 1)) for s in registry.SERVICES]
 
 
 class Launcher:
-    """Runs NATS, PostgreSQL and the service processes until told to stop.
+    """Runs NATS, PostgreSQL and the services until told to stop.
 
-    Configuration comes from the arguments and from ``environ`` (default ``os.environ``), which is
-    also the base environment of every service: SB_DATABASE_URL (use that database instead of
-    starting PostgreSQL), SB_NATS_PORT, SB_GATEWAY_TOKEN.
+    Configuration comes from the arguments and from ``environ`` (default ``os.environ``, read
+    through :class:`LauncherSettings`), which is also the base environment of every service.
+    ``processes``: one process per service instance (implied when a service is scaled).
     """
 
     def __init__(
@@ -82,6 +64,7 @@ class Launcher:
         services: Sequence[ServiceSpec] | None = None,
         http_port: int = DEFAULT_HTTP_PORT,
         environ: Mapping[str, str] | None = None,
+        processes: bool = False,
         backoff: Backoff | None = None,
         stop_timeout: float = 5.0,
         ready_timeout: float = 60.0,
@@ -92,6 +75,8 @@ class Launcher:
         self.services = list(default_services() if services is None else services)
         self.http_port = http_port
         self.environ = dict(os.environ if environ is None else environ)
+        self.settings = LauncherSettings.from_environ(self.environ)
+        self.processes = processes or any(s.scale != 1 for s in self.services)
         self.backoff = backoff or Backoff()
         self.stop_timeout = stop_timeout
         self.ready_timeout = ready_timeout
@@ -99,12 +84,13 @@ class Launcher:
         self.err = err or sys.stderr
         self.nats: NatsServer | None = None
         self.postgres: Postgres | None = None
-        self.supervisor: Supervisor | None = None
+        self.supervisor: Supervisor | InProcess | None = None
         self.database_url = ""
         self.ready = asyncio.Event()  # set once /readyz answered 200
         self._claimed = False  # run/launcher.pid is ours
         self._nats_start: asyncio.Future[NatsServer] | None = None
         self._pg_start: asyncio.Future[str] | None = None
+        self._services_log: IO[str] | None = None
 
     def say(self, message: str) -> None:
         print(f"switchboard: {message}", file=self.err, flush=True)
@@ -119,10 +105,11 @@ class Launcher:
         signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         try:
             return await self.serve(stop)
         finally:
-            for sig in signals:
+            for sig in (*signals, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
 
     async def serve(self, stop: asyncio.Event) -> int:
@@ -150,19 +137,16 @@ class Launcher:
                 f"127.0.0.1:{self.http_port}); choose another one with --http-port N "
                 "or SB_HTTP_PORT"
             )
-        token = gateway_token(home, self.environ)
-        if token.generated:
-            print(
-                f"Gateway token (stored in {token.source}): {token.value}",
-                file=self.out,
-                flush=True,
-            )
+        token = gateway_token(home, self.settings.gateway_token)
+        self._announce(token)
 
-        nats_port = _env_port(self.environ, "SB_NATS_PORT")
-        self.nats = NatsServer(home.nats_dir, nats_port, log_file=home.logs_dir / "nats.log")
+        self.nats = NatsServer(
+            home.nats_dir, self.settings.nats_port, log_file=home.logs_dir / "nats.log"
+        )
         self._nats_start = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
-        self.database_url = self.environ.get("SB_DATABASE_URL", "")
-        if not self.database_url:
+        if self.settings.database_url is not None:
+            self.database_url = self.settings.database_url.get_secret_value()
+        else:
             self.postgres = Postgres(home.pg_dir)
             self.database_url = await asyncio.to_thread(self.postgres.expected_uri)
             self._pg_start = asyncio.ensure_future(asyncio.to_thread(self.postgres.start))
@@ -170,11 +154,30 @@ class Launcher:
         assert self.nats.pid is not None
         write_pid(home.pid_file("nats"), self.nats.pid)
 
-        self.supervisor = Supervisor(
-            self._plan(token.value), stop_timeout=self.stop_timeout, err=self.err
-        )
+        instances = self._plan(token.value)
+        if self.processes:
+            self.supervisor = Supervisor(instances, stop_timeout=self.stop_timeout, err=self.err)
+        else:
+            self._services_log = (home.logs_dir / SERVICES_LOG).open("a", buffering=1)
+            self.supervisor = InProcess(
+                instances,
+                self._services_log,
+                backoff=self.backoff,
+                stop_timeout=self.stop_timeout,
+                err=self.err,
+            )
         await self.supervisor.start()
         return await self._until_stopped(stop, started, token.source)
+
+    def _announce(self, token: Token) -> None:
+        """Where the gateway token is, on every start (its value only when it is new)."""
+        if token.generated:
+            message = f"Gateway token (stored in {token.source}): {token.value}"
+        elif token.source == "SB_GATEWAY_TOKEN":
+            message = "Gateway token: the value of SB_GATEWAY_TOKEN"
+        else:
+            message = f"Gateway token: stored in {token.source}"
+        print(message, file=self.out, flush=True)
 
     def _plan(self, token: str) -> list[Instance]:
         assert self.nats is not None
@@ -189,24 +192,16 @@ class Launcher:
         }
         common.setdefault("PYTHONUNBUFFERED", "1")  # service logs appear as they are written
         # On a laptop nothing listens beyond loopback unless the user asks for it.
-        common.setdefault("SB_HTTP_HOST", "127.0.0.1")
-        common.setdefault("SB_OPS_HOST", "127.0.0.1")
-        common.setdefault("SB_AGENT_GRPC_HOST", "127.0.0.1")
-        instances = plan_instances(
+        for service in registry.SERVICES:
+            for port in service.ports:
+                common.setdefault(port.host_setting, "127.0.0.1")
+        return plan_instances(
             self.services,
             common,
             self.home,
             self.backoff,
             reserved_ports={self.http_port, self.nats.port},
         )
-        # Wiring: the gateway (and anyone else) reaches the agents' gRPC servers here.
-        agents = [
-            f"127.0.0.1:{i.env[AGENT_PORT_ENV]}" for i in instances if AGENT_PORT_ENV in i.env
-        ]
-        if agents:
-            for inst in instances:
-                inst.env["SB_AGENT_ADDR"] = ",".join(agents)
-        return instances
 
     async def _until_stopped(self, stop: asyncio.Event, started: float, token_source: str) -> int:
         stopped = asyncio.create_task(stop.wait())
@@ -266,7 +261,7 @@ class Launcher:
                     if (await client.get(url)).status_code == 200:
                         self.ready.set()
                         return True
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.05)
         return False
 
     async def _shutdown(self) -> None:
@@ -294,3 +289,5 @@ class Launcher:
         for name, ours in owned.items():
             if ours:  # never remove the files of another launcher that refused us
                 remove_pid(self.home.pid_file(name))
+        if self._services_log is not None:
+            self._services_log.close()

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from switchboard.cli import doctor, up
+from switchboard.cli import doctor, serve, up
 
 
 def package_version() -> str:
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     up.register(commands)
+    serve.register(commands)
     doctor.register(commands)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
     # Later commands plug in the same way: a module in switchboard/cli/ with

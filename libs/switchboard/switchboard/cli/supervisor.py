@@ -19,57 +19,40 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from switchboard import registry
 from switchboard.cli.home import Home, remove_pid, write_pid
 from switchboard.embedded import free_port
+from switchboard.host import Backoff
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """One service of the system: its command, how many processes, and what they need.
+    """One service of the registry and how many processes of it to run."""
 
-    ``port_env`` names environment variables that get a free TCP port per process (e.g. the
-    agent's ``SB_AGENT_GRPC_PORT``); ports stay the same across restarts of that process.
-    """
-
-    name: str
-    argv: Sequence[str]
+    service: registry.Service
     scale: int = 1
-    env: Mapping[str, str] = field(default_factory=dict)
-    port_env: Sequence[str] = ()
 
-
-@dataclass
-class Backoff:
-    """Restart delays: ``initial`` doubling up to ``maximum``; back to ``initial`` once a
-    process stayed up ``reset_after`` seconds."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    reset_after: float = 30.0
-    _next: float = field(default=0.0, init=False, repr=False)
-
-    def delay_after(self, uptime: float) -> float:
-        """The delay before restarting a process that exited after ``uptime`` seconds."""
-        if uptime >= self.reset_after or not self._next:
-            self._next = self.initial
-        delay = self._next
-        self._next = min(delay * 2, self.maximum)
-        return delay
+    @property
+    def name(self) -> str:
+        return self.service.name
 
 
 @dataclass
 class Instance:
-    """One process of a service (``<service>-<i>``) and its restart history."""
+    """One process of a service (``<service>-<i>``), its environment and restart history."""
 
     name: str
-    service: str
-    argv: Sequence[str]
+    service: registry.Service
     env: dict[str, str]
     log_file: Path
     pid_file: Path
     backoff: Backoff
     proc: asyncio.subprocess.Process | None = None
     starts: list[float] = field(default_factory=list)  # monotonic time of every spawn
+
+    @property
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", self.service.module]
 
     @property
     def pid(self) -> int | None:
@@ -89,8 +72,10 @@ def plan_instances(
 ) -> list[Instance]:
     """One Instance per process (``<service>-<i>``) with its environment, log and pid file.
 
-    Each process gets SB_INSTANCE, OTEL_SERVICE_NAME and its own free ports: SB_OPS_PORT (for
-    /healthz /readyz /metrics) and one per ``port_env`` variable; they stay across restarts.
+    Each gets SB_INSTANCE, OTEL_SERVICE_NAME and a free port for every port of its service
+    (its ops server, its gRPC server...) but the public ones, which ``common_env`` sets; they
+    stay across restarts. Every instance learns where each gRPC service's instances listen
+    (``SB_<SERVICE>_ADDR``, comma-separated).
     """
     used = set(reserved_ports)
 
@@ -104,12 +89,20 @@ def plan_instances(
     for spec in specs:
         for i in range(spec.scale):
             name = f"{spec.name}-{i}"
-            env = {**common_env, **spec.env, "SB_INSTANCE": name}
-            env["OTEL_SERVICE_NAME"] = f"switchboard-{spec.name}"
-            env["SB_OPS_PORT"] = str(port())
-            env.update({var: str(port()) for var in spec.port_env})
+            env = {**common_env, "SB_INSTANCE": name}
+            env["OTEL_SERVICE_NAME"] = spec.service.otel_name
+            env.update({p.setting: str(port()) for p in spec.service.ports if not p.public})
             log, pid = home.logs_dir / f"{name}.log", home.pid_file(name)
-            instances.append(Instance(name, spec.name, spec.argv, env, log, pid, replace(backoff)))
+            instances.append(Instance(name, spec.service, env, log, pid, replace(backoff)))
+    addresses: dict[str, list[str]] = {}
+    for inst in instances:
+        grpc = inst.service.port("grpc")
+        if grpc is not None:
+            addresses.setdefault(inst.service.addr_setting, []).append(
+                f"127.0.0.1:{inst.env[grpc.setting]}"
+            )
+    for inst in instances:
+        inst.env.update({setting: ",".join(addrs) for setting, addrs in addresses.items()})
     return instances
 
 

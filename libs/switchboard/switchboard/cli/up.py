@@ -1,8 +1,8 @@
 """``switchboard up``: run the whole system on this machine (embedded mode).
 
-The work is done by :class:`~switchboard.cli.launcher.Launcher` (NATS, PostgreSQL, supervised
-service processes); this module turns the command line and environment into its arguments.
-Tests and tools build their own service table: ``Launcher(home, services=[ServiceSpec(...)])``.
+The work is done by :class:`~switchboard.cli.launcher.Launcher` (NATS, PostgreSQL, the services
+in this process or one process each); this module turns the command line and the settings into
+its arguments.
 """
 
 from __future__ import annotations
@@ -13,46 +13,28 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
+from switchboard import registry
 from switchboard.cli.home import Home
-from switchboard.cli.launcher import (
-    DEFAULT_HTTP_PORT,
-    SERVICE_MODULES,
-    Launcher,
-    LaunchError,
-    default_services,
-)
-from switchboard.cli.supervisor import Backoff, Instance, ServiceSpec, Supervisor
-from switchboard.embedded import port_is_free
+from switchboard.cli.launcher import Launcher, default_services
+from switchboard.cli.settings import LauncherSettings, check_port
 
-__all__ = [
-    "DEFAULT_HTTP_PORT",
-    "SERVICE_MODULES",
-    "Backoff",
-    "Instance",
-    "LaunchError",
-    "Launcher",
-    "ServiceSpec",
-    "Supervisor",
-    "default_services",
-    "parse_scale",
-    "port_is_free",
-    "register",
-    "run",
-    "runnable",
-]
+__all__ = ["parse_scale", "register", "run", "runnable"]
 
 
-def parse_scale(items: Sequence[str], services: Sequence[str]) -> dict[str, int]:
+def parse_scale(items: Sequence[str], services: Sequence[registry.Service]) -> dict[str, int]:
     """``["agent=2", "tools=0"]`` -> ``{"agent": 2, "tools": 0}``; ValueError with a message."""
+    known = {s.name: s for s in services}
     scale: dict[str, int] = {}
     for item in items:
         name, sep, count = item.partition("=")
         if not sep or not count.strip().isdigit():
             raise ValueError(f"--scale {item!r}: expected SERVICE=N, e.g. --scale agent=2")
-        if name not in services:
-            raise ValueError(
-                f"--scale {item!r}: unknown service; choose from {', '.join(services)}"
-            )
+        if name not in known:
+            raise ValueError(f"--scale {item!r}: unknown service; choose from {', '.join(known)}")
+        if not known[name].scaled and int(count) != 1:
+            raise ValueError(f"--scale {item!r}: {name} runs as one process")
         scale[name] = int(count)
     return scale
 
@@ -74,33 +56,45 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--http-port", type=int, help="gateway HTTP port (default: $SB_HTTP_PORT or 8080)"
     )
+    scalable = [s.name for s in registry.SERVICES if s.scaled]
     parser.add_argument(
         "--scale",
         action="append",
         default=[],
         metavar="SERVICE=N",
-        help=f"processes per service (default 1; repeatable): {', '.join(SERVICE_MODULES)}",
+        help=f"processes per service (default 1; repeatable; implies --processes): "
+        f"{', '.join(scalable)}",
+    )
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="one process per service, as in Compose and Kubernetes "
+        "(default: every service in this process; also $SB_PROCESSES=1)",
     )
     parser.add_argument("--home", help="data dir (default: $SB_HOME or ~/.switchboard)")
     parser.set_defaults(func=run)
 
 
+def _problem(exc: ValidationError) -> str:
+    return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+
+
 def run(args: argparse.Namespace) -> int:
-    environ = os.environ
     try:
-        scale = parse_scale(args.scale, list(SERVICE_MODULES))
-        http_port = args.http_port
-        if http_port is None:
-            raw = environ.get("SB_HTTP_PORT") or str(DEFAULT_HTTP_PORT)
-            if not raw.isdigit():
-                raise ValueError(f"SB_HTTP_PORT={raw!r} is not a port number")
-            http_port = int(raw)
-        if not 0 < http_port < 65536:
-            raise ValueError(f"HTTP port {http_port} is not a TCP port (1-65535)")
+        settings = LauncherSettings.from_environ(os.environ)
+        scale = parse_scale(args.scale, registry.SERVICES)
+        if args.http_port is None:
+            http_port = settings.http_port
+        else:
+            http_port = check_port("--http-port", args.http_port)
+    except ValidationError as exc:
+        print(f"switchboard up: {_problem(exc)}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"switchboard up: {exc}", file=sys.stderr)
         return 2
-    missing = [m for name, m in SERVICE_MODULES.items() if scale.get(name, 1) and not runnable(m)]
+    wanted = [s for s in registry.SERVICES if scale.get(s.name, 1)]
+    missing = [s.module for s in wanted if not runnable(s.module)]
     if missing:
         print(
             f"switchboard up: cannot run {', '.join(missing)} (not installed, or no __main__); "
@@ -108,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    home = Home.resolve(args.home, environ)
-    services = default_services(scale)
-    return Launcher(home, services=services, http_port=http_port, environ=environ).run()
+    home = Home.resolve(args.home, settings.home)
+    return Launcher(
+        home,
+        services=default_services(scale),
+        http_port=http_port,
+        processes=args.processes or settings.processes,
+    ).run()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+
+from switchboard.settings import ModelSettings
 
 from .base import Model
 
@@ -13,8 +16,10 @@ __all__ = [
     "PROVIDERS",
     "ModelConfig",
     "build_model",
+    "choose_model",
     "resolve_model_config",
 ]
+log = logging.getLogger(__name__)
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -118,3 +123,23 @@ def build_model(cfg: ModelConfig, *, timeout_s: float = 120, max_retries: int = 
             cfg.model, cfg.api_key, cfg.base_url, timeout_s, max_retries=max_retries
         )
     raise ValueError(f"Unknown model provider {cfg.provider!r}; use one of {', '.join(PROVIDERS)}.")
+
+
+def choose_model(settings: ModelSettings) -> tuple[Model | None, str]:
+    """The configured model, or None and the reply that explains how to configure one."""
+    try:
+        config = resolve_model_config(
+            settings.model or None,
+            settings.anthropic_api_key.get_secret_value() or None,
+            settings.anthropic_base_url or None,
+            settings.openai_api_key.get_secret_value() or None,
+            settings.openai_base_url or None,
+        )
+    except ValueError as exc:
+        log.error("invalid model configuration: %s", exc)
+        return None, f"The model configuration is invalid: {exc}\n\n{NO_MODEL_MESSAGE}"
+    if config is None:
+        log.warning("no model configured; every reply will say how to configure one")
+        return None, NO_MODEL_MESSAGE
+    log.info("model configured", extra={"provider": config.provider, "model": config.model})
+    return build_model(config), NO_MODEL_MESSAGE

@@ -1,0 +1,38 @@
+"""Settings of the ``switchboard`` command, read like the services' (``SB_*`` variables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+
+from switchboard.settings import Settings, default_home
+
+DEFAULT_HTTP_PORT = 8080
+
+
+def check_port(name: str, port: int) -> int:
+    if not 0 < port < 65536:
+        raise ValueError(f"{name}={port} is not a TCP port (1-65535)")
+    return port
+
+
+class LauncherSettings(Settings):
+    """What ``switchboard up`` takes from the environment (the command line overrides it)."""
+
+    home: Path = Field(default_factory=default_home)  # SB_HOME
+    http_port: int = DEFAULT_HTTP_PORT  # SB_HTTP_PORT
+    nats_port: int | None = None  # SB_NATS_PORT: default, a free port
+    database_url: SecretStr | None = None  # SB_DATABASE_URL: use it instead of pgserver
+    gateway_token: SecretStr | None = None  # SB_GATEWAY_TOKEN: else the stored/new one
+    processes: bool = False  # SB_PROCESSES: one process per service (as `up --processes`)
+
+    @field_validator("http_port")
+    @classmethod
+    def _http_port(cls, value: int) -> int:
+        return check_port("SB_HTTP_PORT", value)
+
+    @field_validator("nats_port")
+    @classmethod
+    def _nats_port(cls, value: int | None) -> int | None:
+        return None if value is None else check_port("SB_NATS_PORT", value)
