@@ -27,6 +27,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy libs/switchboard/tests  # apart: its module names (tests.conftest...) repeat services'
 
 test: install lint
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -255,8 +255,9 @@ PayloadHandler = Callable[[Msg, M], Awaitable[None]]
 
 
 def decoding(message_type: type[M], handler: PayloadHandler[M], consumer: str) -> Handler:
-    """A consumer's handler that receives the decoded payload; an undecodable message is
-    logged and terminated (it would fail the same way on every redelivery)."""
+    """A message handler (for a pull consumer or a core subscription) that receives the decoded
+    payload. An undecodable message is logged, counted and dropped: a stream's is terminated
+    (it would fail the same way on every redelivery)."""
 
     async def handle(msg: Msg) -> None:
         try:
@@ -264,7 +265,8 @@ def decoding(message_type: type[M], handler: PayloadHandler[M], consumer: str) -
         except InvalidPayload as exc:
             log.warning("%s: dropping a message on %s: %s", consumer, msg.subject, exc)
             UNDECODABLE.labels(consumer).inc()
-            await msg.term()
+            if msg.reply.startswith("$JS.ACK."):
+                await msg.term()
             return
         await handler(msg, payload)
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from . import registry
 from .errors import SwitchboardError
 from .logs import setup_logging
-from .settings import CommonSettings, Settings
+from .settings import CommonSettings, Settings, describe
 from .telemetry import install_tracing
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ async def run_service(hosted: Hosted, stop: asyncio.Event) -> None:
     try:
         settings = settings_class.from_environ(hosted.environ)
     except ValidationError as exc:
-        raise HostError(f"{hosted.service.name}: invalid settings: {exc}") from exc
+        raise HostError(f"{hosted.service.name}: invalid settings: {describe(exc)}") from exc
     hosted.starts += 1
     await serve(settings, stop)
 
@@ -147,7 +147,11 @@ class Host:
 
 
 def setup_process(name: str, settings: CommonSettings, stream: IO[str] | None = None) -> None:
-    """What is process-wide: logging (JSON lines to ``stream``) and the tracer provider."""
+    """What is process-wide: logging (JSON lines to ``stream``) and the tracer provider. Also,
+    before gRPC loads: no gRPC fork handlers. The tool executor forks sandboxed commands that
+    exec at once and never use gRPC, and with the handlers gRPC prints a warning to stderr at
+    every fork while other threads use it."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     setup_logging(name, settings.log_level, settings.log_json, stream)
     install_tracing()
 
@@ -179,8 +183,11 @@ def main(names: Sequence[str], environ: Mapping[str, str]) -> int:
     try:
         services = [registry.get(name) for name in names]
         settings = CommonSettings.from_environ(environ)
-    except (KeyError, ValidationError) as exc:
-        print(f"switchboard: {exc}", file=sys.stderr)
+    except KeyError as exc:
+        print(f"switchboard: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"switchboard: invalid settings: {describe(exc)}", file=sys.stderr)
         return 2
     setup_process("+".join(s.name for s in services), settings)
     failures: list[BaseException] = []

@@ -57,6 +57,7 @@ class ServiceRuntime:
         self.stopping = stop
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
+        self._serving = False  # the service set up everything it is made of
 
     @property
     def nc(self) -> NATS:
@@ -90,6 +91,7 @@ class ServiceRuntime:
         self._js = self._nc.jetstream()
         await bus.ensure_streams(self._js, self.subjects)
         self.readiness.add("nats", self._nats_ok)
+        self.readiness.add("started", self._started)
         await self._nc.subscribe(
             self.subjects.health(self.name), queue="health", cb=self._answer_health
         )
@@ -195,7 +197,10 @@ class ServiceRuntime:
         return task
 
     async def wait_stopped(self) -> None:
+        """The service is made: it counts as started (ready, if its checks pass) until stopped."""
+        self._serving = True
         await self.stopping.wait()
+        self._serving = False
         log.info("shutting down")
 
     # --- internals --------------------------------------------------------------------------
@@ -207,6 +212,9 @@ class ServiceRuntime:
             with contextlib.suppress(Exception):
                 await self._nc.flush(timeout=2)
             await self._nc.close()
+
+    async def _started(self) -> bool:
+        return self._serving
 
     async def _nats_ok(self) -> bool:
         return self._nc is not None and self._nc.is_connected

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -25,6 +25,19 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("sb_settings_environ", default=None)
+
+
+def describe(error: ValidationError) -> str:
+    """A validation error in one line: ``field: problem (given: value); ...``."""
+    parts = []
+    for e in error.errors():
+        where = ".".join(str(x) for x in e.get("loc", ())) or "settings"
+        problem = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        given = e.get("input")
+        parts.append(
+            f"{where}: {problem}" + (f" (given: {given!r})" if isinstance(given, str) else "")
+        )
+    return "; ".join(parts)
 
 
 def default_home() -> Path:
@@ -53,7 +66,9 @@ class _MappingEnvSource(EnvSettingsSource):
 class Settings(BaseSettings):
     """Base of every settings class: ``SB_`` prefix, immutable, unknown variables ignored."""
 
-    model_config = SettingsConfigDict(env_prefix="SB_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="SB_", extra="ignore", frozen=True, populate_by_name=True
+    )
 
     @classmethod
     def settings_customise_sources(

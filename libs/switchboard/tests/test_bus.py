@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import nats
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import REGISTRY
 
 from switchboard import bus
+from switchboard.errors import InvalidPayload
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
@@ -98,3 +102,128 @@ async def test_a_handler_waiting_outside_lends_its_slot(nats_url: str) -> None:
         assert not worker.saturated  # the lent slot came back: one free slot, as at the start
     finally:
         await nc.close()
+
+
+def test_decode_parses_and_names_the_type_it_expected() -> None:
+    sent = messages_pb2.InboundMessage(channel="api", text="hi")
+    assert bus.decode(messages_pb2.InboundMessage, sent.SerializeToString()) == sent
+    assert bus.decode(messages_pb2.InboundMessage, None) == messages_pb2.InboundMessage()
+    assert bus.decode(messages_pb2.InboundMessage, b"") == messages_pb2.InboundMessage()
+    with pytest.raises(InvalidPayload, match=r"not a switchboard\.v1\.InboundMessage") as raised:
+        bus.decode(messages_pb2.InboundMessage, b"\x0a\x05ab")
+    assert isinstance(raised.value, ValueError)
+
+
+async def _worker_setup(nats_url: str, durable: str) -> tuple[Any, Any]:
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await bus.ensure_streams(js, bus.Subjects())
+    sub = await bus.durable_pull(js, "TOOLS", durable, "sb.tools.call.>", ack_wait=30)
+    return nc, sub
+
+
+async def _publish_calls(js: Any, *call_ids: str) -> None:
+    for call_id in call_ids:
+        call = messages_pb2.ToolCall(call_id=call_id, run_id="r", tool="get_time")
+        await bus.js_publish(js, "sb.tools.call.default", call, msg_id=call_id)
+
+
+async def _stop(task: asyncio.Task[None], worker: bus.PullWorker) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await worker.drain()
+
+
+async def test_pull_worker_handles_at_most_concurrency_at_once(nats_url: str) -> None:
+    nc, sub = await _worker_setup(nats_url, "limit")
+    release = asyncio.Event()
+    active: list[str] = []
+    done: list[str] = []
+    try:
+
+        async def handler(msg: Any) -> None:
+            call = bus.decode(messages_pb2.ToolCall, msg.data)
+            active.append(call.call_id)
+            await release.wait()
+            active.remove(call.call_id)
+            done.append(call.call_id)
+            await msg.ack()
+
+        worker = bus.PullWorker(sub, handler, 2, "limit")
+        task = asyncio.create_task(worker.run())
+        await _publish_calls(nc.jetstream(), "a", "b", "c", "d", "e")
+        assert await _until(lambda: len(active) == 2)
+        assert worker.saturated
+        info = await nc.jetstream().consumer_info("TOOLS", "limit")
+        assert info.num_ack_pending == 2  # the rest waits in the consumer, not in this process
+        assert info.num_pending == 3
+        release.set()
+        assert await _until(lambda: len(done) == 5)
+        assert sorted(done) == ["a", "b", "c", "d", "e"]
+        await _stop(task, worker)
+        assert not worker.saturated
+    finally:
+        await nc.close()
+
+
+async def test_a_failing_handler_naks_and_the_message_comes_back(nats_url: str) -> None:
+    nc, sub = await _worker_setup(nats_url, "retry")
+    deliveries: list[int] = []
+    try:
+
+        async def handler(msg: Any) -> None:
+            deliveries.append(msg.metadata.num_delivered)
+            if len(deliveries) == 1:
+                raise RuntimeError("first attempt fails")
+            await msg.ack()
+
+        worker = bus.PullWorker(sub, handler, 1, "retry")
+        task = asyncio.create_task(worker.run())
+        await _publish_calls(nc.jetstream(), "x")
+        assert await _until(lambda: len(deliveries) == 2)
+        assert deliveries == [1, 2]
+        await _stop(task, worker)
+        assert not worker.saturated  # the failed handler's slot was given back
+    finally:
+        await nc.close()
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def test_decoding_on_a_core_subscription_drops_undecodable_messages(nats_url: str) -> None:
+    """No JetStream ack subject to terminate: the message is counted and dropped, and the
+    handler only ever sees decoded payloads."""
+    nc = await nats.connect(nats_url)
+    got: list[str] = []
+    try:
+
+        async def handler(msg: Any, message: messages_pb2.InboundMessage) -> None:
+            got.append(message.text)
+
+        handle = bus.decoding(messages_pb2.InboundMessage, handler, "core-test")
+        sub = await nc.subscribe("test.core")
+        good = messages_pb2.InboundMessage(text="fine").SerializeToString()
+        for data in (b"\x0a\x05ab", good):
+            await nc.publish("test.core", data)
+        before = _undecodable("core-test")
+        await handle(await sub.next_msg(timeout=30))  # would raise if it tried to term()
+        assert _undecodable("core-test") == before + 1
+        assert got == []
+        await handle(await sub.next_msg(timeout=30))
+        assert got == ["fine"]
+    finally:
+        await nc.close()
+
+
+def _undecodable(consumer: str) -> float:
+    value = REGISTRY.get_sample_value("sb_bus_undecodable_total", {"consumer": consumer})
+    return value or 0.0

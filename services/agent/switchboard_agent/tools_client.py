@@ -85,9 +85,7 @@ class ToolDispatcher:
             c.call_id: asyncio.get_running_loop().create_future() for c in calls
         }
 
-        async def on_result(msg: Msg) -> None:
-            result = messages_pb2.ToolResult()
-            result.ParseFromString(msg.data)
+        async def on_result(_: Msg, result: messages_pb2.ToolResult) -> None:
             future = pending.get(result.call_id)
             if future and not future.done():
                 details = json.loads(result.details_json) if result.details_json else {}
@@ -97,7 +95,12 @@ class ToolDispatcher:
                     CallResult(result.call_id, result.content, result.is_error, details)
                 )
 
-        subs = [await self.nc.subscribe(self.subjects.tools_result(run_id), cb=on_result)]
+        subs = [
+            await self.nc.subscribe(
+                self.subjects.tools_result(run_id),
+                cb=bus.decoding(messages_pb2.ToolResult, on_result, "tool results"),
+            )
+        ]
         if on_update is not None:
             for call in calls:
                 if call.name in STREAMING_TOOLS:
@@ -113,12 +116,13 @@ class ToolDispatcher:
                 await sub.unsubscribe()
 
     async def _follow(self, call: CallRequest, on_update: OnUpdate) -> Subscription:
-        async def on_message(msg: Msg) -> None:
-            update = messages_pb2.ToolUpdate()
-            update.ParseFromString(msg.data)
+        async def on_message(_: Msg, update: messages_pb2.ToolUpdate) -> None:
             await on_update(call, update.text)
 
-        return await self.nc.subscribe(self.subjects.tools_update(call.call_id), cb=on_message)
+        return await self.nc.subscribe(
+            self.subjects.tools_update(call.call_id),
+            cb=bus.decoding(messages_pb2.ToolUpdate, on_message, "tool updates"),
+        )
 
     async def _call(
         self,

@@ -18,6 +18,8 @@ from switchboard.telemetry import extract_context
 from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
 from . import approvals_api, events_api, openai_api, sessions_api, status_page
+from .channels import routes as channel_routes
+from .channels.base import ChannelAdapter
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
@@ -82,25 +84,29 @@ def add_system_readiness(
         readiness.add(f"{callee}_grpc", serving)
 
 
-def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
+def create_app(
+    settings: GatewaySettings, rt: ServiceRuntime, channels: dict[str, ChannelAdapter]
+) -> FastAPI:
+    """The gateway's API; ``channels``: the chat channels whose webhooks it serves."""
     callees = registry.get(rt.name).calls
-    channels = {name: rpc.channel(settings.address(name)) for name in callees}
-    channel = channels["agent"]
+    grpc_channels = {name: rpc.channel(settings.address(name)) for name in callees}
+    agent = grpc_channels["agent"]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        for ch in channels.values():
+        for ch in grpc_channels.values():
             await ch.close()
 
     app = FastAPI(title="Switchboard gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
-    app.state.sessions = sessions_pb2_grpc.SessionsStub(channel)
-    app.state.approvals = approvals_pb2_grpc.ApprovalsStub(channel)
-    app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(channel)
+    app.state.sessions = sessions_pb2_grpc.SessionsStub(agent)
+    app.state.approvals = approvals_pb2_grpc.ApprovalsStub(agent)
+    app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)
+    app.state.channels = channels
 
-    add_system_readiness(rt.readiness, rt, channels)
+    add_system_readiness(rt.readiness, rt, grpc_channels)
     app.add_api_route("/", status_page.page, methods=["GET"], include_in_schema=False)
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
     app.add_api_route(
@@ -111,6 +117,8 @@ def create_app(settings: GatewaySettings, rt: ServiceRuntime) -> FastAPI:
     app.include_router(sessions_api.router)
     app.include_router(events_api.router)
     app.include_router(approvals_api.router)
+    if channels:
+        app.include_router(channel_routes.router)
     install_error_handlers(app)
     app.add_middleware(TraceMiddleware)
     return app

@@ -17,3 +17,6 @@ class GatewaySettings(CommonSettings):
     reply_timeout_s: float = Field(default=300.0, gt=0)
     max_body_chars: int = Field(default=200_000, ge=1)
     tool_invoke_timeout_s: float = Field(default=330.0, gt=0)
+    # Reply parts sent to channel platforms at once (per channel), and attempts per part.
+    outbound_concurrency: int = Field(default=16, ge=1, le=1000)
+    outbound_max_attempts: int = Field(default=8, ge=1, le=100)

@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from switchboard import bus
-from switchboard.sessions import session_token
+from switchboard.sessions import inbound_msg_id, session_token
 from switchboard.v1 import messages_pb2
 
 from .metrics import INBOUND
@@ -61,17 +61,20 @@ class Conversations:
         self.subjects = subjects
 
     async def post(self, out: Outgoing) -> None:
-        """Publish durably; the INBOUND stream drops a retransmit with the same id."""
+        await self.publish(out.to_proto())
+
+    async def publish(self, message: messages_pb2.InboundMessage) -> bool:
+        """Publish durably; the INBOUND stream drops a retransmit with the same id (then this
+        returns False: the message was there already)."""
+        msg_id = inbound_msg_id(message.channel, message.account, message.message_id)
         try:
-            await bus.js_publish(
-                self.js,
-                self.subjects.inbound(out.channel),
-                out.to_proto(),
-                msg_id=f"{out.channel}:{out.account}:{out.message_id}",
+            ack = await bus.js_publish_ack(
+                self.js, self.subjects.inbound(message.channel), message, msg_id=msg_id
             )
         except (nats.errors.Error, TimeoutError) as exc:
             raise BusUnavailable from exc
-        INBOUND.labels(out.channel).inc()
+        INBOUND.labels(message.channel).inc()
+        return not ack.duplicate
 
     async def converse(
         self, out: Outgoing, timeout_s: float
@@ -79,14 +82,14 @@ class Conversations:
         """Post ``out`` and yield its run's events up to and including lifecycle end."""
         queue: asyncio.Queue[messages_pb2.AgentEvent] = asyncio.Queue()
 
-        async def on_event(msg: Msg) -> None:
-            event = messages_pb2.AgentEvent()
-            event.ParseFromString(msg.data)
+        async def on_event(_: Msg, event: messages_pb2.AgentEvent) -> None:
             if event.message_id == out.message_id or out.message_id in event.message_ids:
                 queue.put_nowait(event)
 
         subject = self.subjects.events(session_token(out.session_key))
-        sub = await self.nc.subscribe(subject, cb=on_event)
+        sub = await self.nc.subscribe(
+            subject, cb=bus.decoding(messages_pb2.AgentEvent, on_event, "run events")
+        )
         try:
             await self.post(out)
             deadline = time.monotonic() + timeout_s

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from nats.aio.msg import Msg
 
+from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
@@ -57,16 +58,16 @@ async def session_events(key: str, request: Request) -> StreamingResponse:
     subject = conversations.subjects.events(session_token(key))
     queue: asyncio.Queue[messages_pb2.AgentEvent | None] = asyncio.Queue()
 
-    async def on_event(msg: Msg) -> None:
+    async def on_event(_: Msg, event: messages_pb2.AgentEvent) -> None:
         if queue.qsize() >= QUEUE_LIMIT:
             queue.put_nowait(None)  # too slow: end the stream, the client reconnects
             return
-        event = messages_pb2.AgentEvent()
-        event.ParseFromString(msg.data)
         queue.put_nowait(event)
 
     async def stream() -> AsyncIterator[str]:
-        sub = await nc.subscribe(subject, cb=on_event)
+        sub = await nc.subscribe(
+            subject, cb=bus.decoding(messages_pb2.AgentEvent, on_event, "session events")
+        )
         try:
             yield ": connected\n\n"
             while True:

@@ -13,7 +13,9 @@ from switchboard.ops import EmbeddedServer
 from switchboard.runtime import ServiceRuntime
 
 from .app import create_app
+from .channels import configured_adapters
 from .config import GatewaySettings
+from .delivery import Delivery
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,14 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
             "SB_GATEWAY_TOKEN is not set: the gateway refuses to serve without a token."
         )
     async with ServiceRuntime(registry.get("gateway"), settings, stop) as rt:
-        app = create_app(settings, rt)
+        channels = configured_adapters(settings)
+        app = create_app(settings, rt, channels)
+        delivery = Delivery(
+            channels,
+            concurrency=settings.outbound_concurrency,
+            max_attempts=settings.outbound_max_attempts,
+        )
+        await delivery.start(rt)
         config = uvicorn.Config(
             app,
             host=settings.http_host,

@@ -15,7 +15,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 import switchboard.registry
 from switchboard import bus
-from switchboard.errors import InvalidPayload
 from switchboard.runtime import ServiceRuntime
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
@@ -72,14 +71,9 @@ class Executor:
             if self.processes is not None:
                 await self.processes.shutdown()
 
-    async def cancel_run(self, msg: Msg) -> None:
+    async def cancel_run(self, _: Msg, cancel: messages_pb2.ToolCancel) -> None:
         """A run was interrupted: cancel its calls in flight (the sandbox kills their process
         groups)."""
-        try:
-            cancel = bus.decode(messages_pb2.ToolCancel, msg.data)
-        except InvalidPayload as exc:
-            log.warning("ignoring a cancel on %s: %s", msg.subject, exc)
-            return
         for task in self.running.get(cancel.run_id, set()):
             task.cancel()
 
@@ -159,7 +153,10 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
         await executor.serve_processes()
         rt.stack.push_async_callback(executor.close)
         await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
-        await rt.nc.subscribe(rt.subjects.tools_cancel("*"), cb=executor.cancel_run)
+        await rt.nc.subscribe(
+            rt.subjects.tools_cancel("*"),
+            cb=bus.decoding(messages_pb2.ToolCancel, executor.cancel_run, "tool cancels"),
+        )
         await rt.consume(
             "TOOLS",
             "executor",

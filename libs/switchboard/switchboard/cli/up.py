@@ -19,6 +19,7 @@ from switchboard import registry
 from switchboard.cli.home import Home
 from switchboard.cli.launcher import Launcher, default_services
 from switchboard.cli.settings import LauncherSettings, check_port
+from switchboard.settings import describe
 
 __all__ = ["parse_scale", "register", "run", "runnable"]
 
@@ -75,10 +76,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(func=run)
 
 
-def _problem(exc: ValidationError) -> str:
-    return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         settings = LauncherSettings.from_environ(os.environ)
@@ -88,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             http_port = check_port("--http-port", args.http_port)
     except ValidationError as exc:
-        print(f"switchboard up: {_problem(exc)}", file=sys.stderr)
+        print(f"switchboard up: {describe(exc)}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"switchboard up: {exc}", file=sys.stderr)

@@ -1,0 +1,98 @@
+"""The interface of a chat channel adapter (DESIGN.md sections 9 and 15): verify a platform's
+webhook, parse it into normalized inbound messages, and format and send reply parts back.
+
+An adapter is one file in this package; the gateway serves its webhook at
+``POST /channels/<channel>/<account>`` and delivers its ``OUTBOUND`` parts (see
+:mod:`switchboard_gateway.delivery`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from switchboard.v1 import messages_pb2
+
+
+@dataclass(frozen=True)
+class InboundRequest:
+    """A webhook call as it arrived: the raw body (signatures cover the exact bytes) and the
+    headers with lower-case names."""
+
+    channel: str
+    account: str
+    headers: Mapping[str, str]
+    body: bytes
+    received_at_ms: int
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """What a webhook call carries: messages for the agent (each with the platform's own
+    ``message_id``), and the platform's synchronous answer if it expects one (Slack's
+    ``url_verification`` challenge, Discord's PONG); ``None`` answers ``{"ok": true}``."""
+
+    messages: Sequence[messages_pb2.InboundMessage] = ()
+    reply: dict[str, Any] | None = None
+
+
+class ChannelError(Exception):
+    """A webhook call refused with a 4xx; the message is safe to show to the caller."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Unauthorized(ChannelError):
+    """The call does not carry the platform's valid signature or secret."""
+
+    status = 401
+
+
+class BadPayload(ChannelError):
+    """The body is not what the platform sends."""
+
+    status = 400
+
+
+@dataclass
+class RetryLater(Exception):
+    """The platform is busy or down (429, 5xx): try again after ``retry_after_s``."""
+
+    reason: str
+    retry_after_s: float = 1.0
+
+
+class Undeliverable(Exception):
+    """The platform refused the part for good (a chat that no longer exists, say)."""
+
+
+@dataclass(frozen=True)
+class PlatformMessage:
+    """One call to the platform's send API: a part may need several (length limits)."""
+
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class ChannelAdapter(Protocol):
+    name: str  # the channel: "telegram", "slack", ...
+
+    def verify(self, request: InboundRequest) -> None:
+        """Raise :class:`Unauthorized` unless the platform signed or authenticated the call."""
+        ...
+
+    def parse(self, request: InboundRequest) -> Inbound:
+        """The messages in a verified call; :class:`BadPayload` for a malformed body."""
+        ...
+
+    def format(self, part: messages_pb2.OutboundMessage) -> Sequence[PlatformMessage]:
+        """The platform calls that deliver one reply part (markup, length limits, thread)."""
+        ...
+
+    async def send(self, account: str, message: PlatformMessage) -> None:
+        """Make one call; :class:`RetryLater` or :class:`Undeliverable` when it fails."""
+        ...

@@ -1,0 +1,41 @@
+"""``POST /channels/{channel}/{account}``: a platform's webhook. Authenticated by the
+platform's own signature or secret (the adapter verifies it), not by the gateway token."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ..conversations import Conversations
+from ..errors import ApiError
+from .base import ChannelAdapter, ChannelError, InboundRequest
+
+router = APIRouter()
+
+
+@router.post("/channels/{channel}/{account}")
+async def receive(channel: str, account: str, request: Request) -> JSONResponse:
+    adapters: dict[str, ChannelAdapter] = request.app.state.channels
+    adapter = adapters.get(channel)
+    if adapter is None:
+        raise ApiError(404, f"No channel {channel!r} is configured.", code="unknown_channel")
+    call = InboundRequest(
+        channel,
+        account,
+        {k.lower(): v for k, v in request.headers.items()},
+        await request.body(),
+        int(time.time() * 1000),
+    )
+    try:
+        adapter.verify(call)
+        inbound = adapter.parse(call)
+    except ChannelError as exc:
+        raise ApiError(exc.status, exc.message, code="channel_refused") from exc
+    conversations: Conversations = request.app.state.conversations
+    for message in inbound.messages:
+        message.channel, message.account = channel, account
+        message.received_at_ms = message.received_at_ms or call.received_at_ms
+        await conversations.publish(message)
+    return JSONResponse(inbound.reply if inbound.reply is not None else {"ok": True})

@@ -1,0 +1,77 @@
+"""Delivery of reply parts: the gateway's consumer of ``OUTBOUND``. One durable consumer per
+channel that has an adapter (``deliver-<channel>``, shared by the gateway replicas): each part
+is formatted and sent by the channel's adapter, then acknowledged; a platform that asks to wait
+gets the part again after its ``retry_after``; after ``max_attempts`` a part is dead-lettered
+(terminated, counted and logged)."""
+
+from __future__ import annotations
+
+import logging
+
+from nats.aio.msg import Msg
+
+from switchboard.runtime import ServiceRuntime
+from switchboard.v1 import messages_pb2
+
+from .channels.base import ChannelAdapter, RetryLater, Undeliverable
+from .metrics import OUTBOUND
+
+log = logging.getLogger(__name__)
+
+
+class Delivery:
+    def __init__(
+        self, adapters: dict[str, ChannelAdapter], *, concurrency: int, max_attempts: int
+    ) -> None:
+        self.adapters = adapters
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+
+    async def start(self, rt: ServiceRuntime) -> None:
+        for name, adapter in self.adapters.items():
+
+            async def deliver(
+                msg: Msg, part: messages_pb2.OutboundMessage, adapter: ChannelAdapter = adapter
+            ) -> None:
+                await self._deliver(adapter, msg, part)
+
+            await rt.consume(
+                "OUTBOUND",
+                f"deliver-{name}",
+                rt.subjects.outbound(name, "*"),
+                messages_pb2.OutboundMessage,
+                deliver,
+                concurrency=self.concurrency,
+                max_deliver=self.max_attempts,
+            )
+
+    async def _deliver(
+        self, adapter: ChannelAdapter, msg: Msg, part: messages_pb2.OutboundMessage
+    ) -> None:
+        try:
+            for message in adapter.format(part):
+                await adapter.send(part.account, message)
+        except RetryLater as exc:
+            if msg.metadata.num_delivered >= self.max_attempts:
+                self._dead_letter(adapter, part, f"still failing: {exc.reason}")
+                await msg.term()
+                return
+            OUTBOUND.labels(adapter.name, "retry").inc()
+            await msg.nak(delay=exc.retry_after_s)
+            return
+        except Undeliverable as exc:
+            self._dead_letter(adapter, part, str(exc))
+            await msg.term()
+            return
+        await msg.ack()
+        OUTBOUND.labels(adapter.name, "sent").inc()
+
+    def _dead_letter(
+        self, adapter: ChannelAdapter, part: messages_pb2.OutboundMessage, why: str
+    ) -> None:
+        OUTBOUND.labels(adapter.name, "dead_letter").inc()
+        log.error(
+            "reply part not delivered: %s",
+            why,
+            extra={"channel": adapter.name, "run_id": part.run_id, "part": part.part},
+        )
