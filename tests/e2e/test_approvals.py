@@ -1,21 +1,33 @@
 """Tool policy, approvals and /tools/invoke against the real services: a call matching an
-approval rule waits (in Postgres, not on an executor) until POST /api/approvals/{id}; the wait
-survives a SIGKILL of the agent; a session policy refuses tools with a readable error."""
+approval rule waits (in Postgres, not on an executor) until POST /api/approvals/{id}, or until
+it expires; the wait survives a SIGKILL of the agent; a session policy refuses tools with a
+readable error; sandboxed calls report the isolation measured in force."""
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
+from tests.e2e import helpers
+from tests.e2e.helpers import (
+    EventTap,
+    final_text,
+    history,
+    json_lines,
+    metric,
+    next_reply,
+    wait_for,
+)
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support.services import ServiceProcesses, with_fake_model
+
+LAYERS = ("seccomp", "landlock", "namespaces")
 
 
 def script(req: FakeRequest) -> Reply:
@@ -45,89 +57,60 @@ def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[Servi
         yield procs
 
 
+@pytest.fixture
+def expiring(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    """Every exec call needs approval, and an approval expires after 2 s without a decision."""
+    env = {
+        "SB_EXEC_ALLOWLIST": '["echo"]',
+        "SB_TOOL_APPROVALS": '["exec"]',
+        "SB_APPROVAL_TIMEOUT_S": "2",
+    }
+    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+        yield procs
+
+
 def client(services: ServiceProcesses, token: str | None = None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token or services.token}"}
-    return httpx.Client(base_url=services.url, headers=headers, timeout=10)
+    return helpers.client(services.url, token or services.token)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
-
-
-def history(c: httpx.Client, key: str) -> list[dict[str, Any]]:
-    return list(c.get(f"/api/sessions/{key}/history").json()["messages"])
-
-
-def final_text(c: httpx.Client, key: str) -> str | None:
-    messages = history(c, key)
-    if not messages or messages[-1]["role"] != "assistant":
-        return None
-    return str(messages[-1]["content"][0].get("text"))
-
-
-def next_reply(c: httpx.Client, key: str, before: int, timeout: float = 30.0) -> str:
-    """The final text once the transcript grew past ``before`` messages."""
-    return str(
-        wait_for(lambda: len(history(c, key)) > before and final_text(c, key), timeout=timeout)
-    )
+def tap(services: ServiceProcesses, key: str) -> EventTap:
+    return EventTap(services.url, services.token, key)
 
 
 def waiting(c: httpx.Client, key: str) -> list[dict[str, Any]]:
-    params = {"session_key": key, "status": "awaiting_approval"}
-    return list(c.get("/api/approvals", params=params).json()["approvals"])
+    return approvals(c, key, "awaiting_approval")
 
 
-class EventTap:
-    """Reads a session's SSE event stream in a thread."""
-
-    def __init__(self, services: ServiceProcesses, key: str) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.connected = threading.Event()
-        self._client = client(services)
-        self._thread = threading.Thread(target=self._read, args=(key,), daemon=True)
-        self._thread.start()
-        assert self.connected.wait(10)
-
-    def _read(self, key: str) -> None:
-        try:
-            with self._client.stream("GET", f"/api/sessions/{key}/events", timeout=None) as r:
-                for line in r.iter_lines():
-                    self.connected.set()
-                    if line.startswith("data: "):
-                        self.events.append(json.loads(line[6:]))
-        except httpx.HTTPError:
-            pass  # closed at the end of the test
-
-    def close(self) -> None:
-        self._client.close()
+def approvals(c: httpx.Client, key: str, status: str = "") -> list[dict[str, Any]]:
+    params = {"session_key": key, **({"status": status} if status else {})}
+    r = c.get("/api/approvals", params=params)
+    assert r.status_code == 200, r.text
+    return list(r.json()["approvals"])
 
 
 def test_approve_deny_and_timestamps(services: ServiceProcesses) -> None:
     key = "main:approvals:flow"
     with client(services) as c:
-        tap = EventTap(services, key)
+        events = tap(services, key)
         try:
             c.post(f"/api/sessions/{key}/messages", json={"text": "exec: echo guarded-1"})
             [approval] = wait_for(lambda: waiting(c, key))
             assert approval["tool"] == "exec"
             assert approval["args"] == {"command": "echo guarded-1"}
             assert approval["rule"] == "exec:command=echo guarded*"
-            time.sleep(1.0)  # the run waits: nothing ran, nothing was committed
+            # The run announced its wait (after saving its checkpoint): nothing ran, nothing was
+            # committed.
+            asked = events.wait("tool", "approval")
+            assert asked["data"]["approval_id"] == approval["id"]
+            assert asked["data"]["status"] == "awaiting_approval"
             assert history(c, key) == []
             # Meanwhile another session is served, though the agent runs one run at a time.
             other = "main:approvals:other"
             c.post(f"/api/sessions/{other}/messages", json={"text": "time"})
             assert next_reply(c, other, 0).startswith("done: ")
             assert history(c, key) == []
-            phases = [(e["stream"], e["phase"]) for e in tap.events]
-            assert ("tool", "approval") in phases
-            assert ("tool", "result") not in phases
+            assert not events.find("tool", "result")
+            assert not events.find("lifecycle", "end")
 
             r = c.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
             assert r.status_code == 200 and r.json()["status"] == "approved"
@@ -144,7 +127,7 @@ def test_approve_deny_and_timestamps(services: ServiceProcesses) -> None:
             bad = c.post(f"/api/approvals/{approval['id']}", json={"decision": "maybe"})
             assert bad.status_code == 400
         finally:
-            tap.close()
+            events.close()
 
         # A denied call gets a readable error result; the run goes on and answers.
         before = len(history(c, key))
@@ -165,22 +148,34 @@ def test_waiting_approval_survives_an_agent_kill(services: ServiceProcesses) -> 
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
     key = "main:approvals:restart"
     with client(services) as c:
-        c.post(f"/api/sessions/{key}/messages", json={"text": "exec: echo guarded-restart"})
-        [approval] = wait_for(lambda: waiting(c, key))
-        calls_before = len(llm.calls)
-        services.restart("agent")
-        # The new agent takes the lane over (lease expiry, redelivery) and waits again on the
-        # same approval instead of asking anew.
-        time.sleep(2)
-        assert [a["id"] for a in waiting(c, key)] == [approval["id"]]
-        r = c.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
-        assert r.status_code == 200
-        assert wait_for(lambda: final_text(c, key), timeout=60) == "done: guarded-restart\n"
+        events = tap(services, key)
+        try:
+            c.post(f"/api/sessions/{key}/messages", json={"text": "exec: echo guarded-restart"})
+            [approval] = wait_for(lambda: waiting(c, key))
+            events.wait("tool", "approval")
+            calls_before = len(llm.calls)
+            services.restart("agent")
+            # The new agent takes the lane over (lease expiry, redelivery), resumes the run from
+            # its checkpoint and waits again on the same approval instead of asking anew.
+            resumed = events.wait("lifecycle", "start", timeout=90, data={"resumed": True})
+            run_id = resumed["run_id"]
+            wait_for(
+                lambda: len(events.find("tool", "approval", run_id=run_id)) >= 2,
+                what="the resumed run announcing its wait again",
+            )
+            assert [a["id"] for a in approvals(c, key)] == [approval["id"]]
+            assert [a["id"] for a in waiting(c, key)] == [approval["id"]]
+            assert len(llm.calls) == calls_before  # nothing was asked of the model meanwhile
+            r = c.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
+            assert r.status_code == 200
+            assert wait_for(lambda: final_text(c, key), timeout=60) == "done: guarded-restart\n"
+        finally:
+            events.close()
         # Resumed from the checkpoint: the model was not asked for the tool call again.
         assert len(llm.calls) == calls_before + 1
         messages = history(c, key)
         assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
-        assert len({m["run_id"] for m in messages}) == 1
+        assert {m["run_id"] for m in messages} == {run_id}
 
 
 def test_session_policy_refuses_tools(services: ServiceProcesses) -> None:
@@ -213,7 +208,7 @@ def test_tools_invoke(services: ServiceProcesses) -> None:
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["ok"] is True and body["content"] == [{"type": "text", "text": "hi\n"}]
-        assert body["isolation"]["uid"] != 0 and "namespaces" in body["isolation"]
+        assert body["isolation"]["measured"] is True
 
         dry = c.post("/tools/invoke", json={"tool": "get_time", "args": {}, "dryRun": True})
         assert dry.status_code == 200 and dry.json()["dryRun"] is True
@@ -241,35 +236,95 @@ def test_tools_invoke(services: ServiceProcesses) -> None:
         assert c.get("/api/approvals").status_code == 401
 
 
+def test_exec_isolation_is_measured_in_force(services: ServiceProcesses) -> None:
+    """Every layer the executor's start-up probe found working is in force in the sandboxed
+    process (measured inside it), and a root executor drops the command to uid 65534."""
+    ready = [
+        line
+        for line in json_lines(services.home / "logs" / "tools.log")
+        if line["msg"] == "tool executor ready"
+    ]
+    assert ready, "the tools service did not log its isolation at start-up"
+    probe = ready[-1]["isolation"]["probe"]
+    working = [layer for layer in LAYERS if probe.get(layer) == "ok"]
+    with client(services) as c:
+        r = c.post("/tools/invoke", json={"tool": "exec", "args": {"command": "echo hi"}})
+        assert r.status_code == 200, r.text
+        measured = r.json()["isolation"]
+        sandboxed = {"command": "id -u", "mode": "sandbox"}
+        r = c.post("/tools/invoke", json={"tool": "exec", "args": sandboxed})
+        assert r.status_code == 200 and r.json()["ok"] is True, r.text
+        id_output = r.json()["content"][0]["text"].strip()
+    assert measured["measured"] is True
+    for layer in working:
+        assert measured[layer] is True, f"{layer} probed ok but not in force: {measured}"
+    if not working:
+        unavailable = ", ".join(f"{layer}: {probe.get(layer)}" for layer in LAYERS)
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no isolation layer works on this CI host ({unavailable})")
+    executor_uid = psutil.Process(services.procs["tools"].pid).uids().effective
+    if executor_uid != 0:
+        why = f"the executor runs as uid {executor_uid}, not root: it has no uid to drop to"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{why}; CI must run the executor as root to check the uid drop")
+        pytest.skip(why)
+    assert measured["uid"] == 65534, measured
+    assert id_output == "65534"
+
+
+def test_approval_expires_without_a_decision(expiring: ServiceProcesses) -> None:
+    """SB_APPROVAL_TIMEOUT_S=2: an undecided call expires (decided by the system), the model
+    gets the refusal as a tool error and answers, and a late decision is refused with 409."""
+    llm: FakeLLM = expiring.llm  # type: ignore[attr-defined]
+    key = "main:approvals:expiry"
+    with client(expiring) as c:
+        events = tap(expiring, key)
+        try:
+            c.post(f"/api/sessions/{key}/messages", json={"text": "exec: echo too-late"})
+            [approval] = wait_for(lambda: waiting(c, key))  # it does wait first
+            assert approval["rule"] == "exec"
+            [expired] = wait_for(lambda: approvals(c, key, "expired"), what="the expiry")
+            assert expired["id"] == approval["id"]
+            assert expired["decided_by"] == "system"
+            assert expired["reason"] == "no decision in time"
+            assert expired["decided_at_ms"] >= expired["requested_at_ms"]
+            assert expired["started_at_ms"] is None  # the command never ran
+            text = next_reply(c, key, 0)
+            result = events.wait("tool", "result")
+        finally:
+            events.close()
+        refusal = "The call to exec was not approved (expired: no decision in time)."
+        # The model saw the refusal as a tool error (the OpenAI wire format marks it "Error: ").
+        assert llm.calls[-1].request.last_tool_results == [f"Error: {refusal}"]
+        assert text == f"done: Error: {refusal}"
+        assert result["data"]["is_error"] is True and result["text"] == refusal
+        tool_result = history(c, key)[2]["content"][0]
+        assert tool_result["type"] == "tool_result" and tool_result["is_error"] is True
+        late = c.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
+        assert late.status_code == 409, late.text
+        assert late.json()["error"]["code"] == "already_decided"
+        assert [a["status"] for a in approvals(c, key)] == ["expired"]
+
+
 def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -> None:
     key = "main:approvals:stream"
     with client(services) as c:
-        tap = EventTap(services, key)
+        events = tap(services, key)
         try:
             command = "for i in 1 2 3; do echo line$i; sleep 0.4; done"
             c.post(f"/api/sessions/{key}/messages", json={"text": f"sh: {command}"})
-            wait_for(lambda: any(e["phase"] == "end" for e in tap.events))
+            events.wait("lifecycle", "end")
         finally:
-            tap.close()
-    tool = [e for e in tap.events if e["stream"] == "tool"]
+            events.close()
+    tool = [e for e in events.events if e["stream"] == "tool"]
     phases = [e["phase"] for e in tool]
     assert phases[0] == "start" and phases[-1] == "result", phases
     updates = [e["text"] for e in tool if e["phase"] == "update"]
     assert len(updates) >= 2, tool  # the lines came while the command ran, not in one piece
     assert "".join(updates) == "line1\nline2\nline3\n"
     assert tool[-1]["text"] == "line1\nline2\nline3\n"
-    seqs = [e["seq"] for e in tap.events if e["run_id"] == tool[0]["run_id"]]
+    seqs = [e["seq"] for e in events.events if e["run_id"] == tool[0]["run_id"]]
     assert seqs == sorted(seqs)
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_every_service_exports_its_metrics(services: ServiceProcesses) -> None:
@@ -278,10 +333,17 @@ def test_every_service_exports_its_metrics(services: ServiceProcesses) -> None:
         before = len(history(c, key))
         c.post(f"/api/sessions/{key}/messages", json={"text": "time"})
         next_reply(c, key, before)
-    time.sleep(5.5)  # one backlog refresh
     urls = {name: f"http://127.0.0.1:{port}" for name, port in services.ops_ports.items()}
     urls["gateway"] = services.url  # the gateway serves its ops endpoints on its HTTP port
-    scraped = {name: httpx.get(f"{url}/metrics", timeout=5).text for name, url in urls.items()}
+
+    def scrape() -> dict[str, str] | None:
+        """Every service's metrics once the consumers' backlog gauges are exported (their
+        first refresh comes a few seconds after start-up)."""
+        texts = {n: httpx.get(f"{url}/metrics", timeout=5).text for n, url in urls.items()}
+        done = all("sb_consumer_backlog{" in texts[n] for n in ("agent", "tools"))
+        return texts if done else None
+
+    scraped = wait_for(scrape, what="the backlog gauges of agent and tools")
     assert metric(scraped["gateway"], "sb_inbound_messages_total", channel="api") >= 1
     assert metric(scraped["router"], "sb_router_messages_total", channel="api") >= 1
     agent = scraped["agent"]

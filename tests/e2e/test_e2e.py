@@ -3,6 +3,7 @@ asks for one tool call, and a trace collected over OTLP."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -14,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.e2e.helpers import json_lines, wait_for
 from tests.fakes.llm import FakeLLM, tool_then_text
 from tests.support.otlp import OtlpReceiver
 from tests.support.stack import Stack, start_stack, stop_stack
@@ -152,22 +154,94 @@ def test_posted_message_is_answered(stack: Stack) -> None:
     assert roles == ["user", "assistant", "user", "assistant"]
 
 
-def test_requests_without_token_get_401(stack: Stack) -> None:
-    for method, path in [
-        ("GET", "/v1/models"),
-        ("POST", "/v1/chat/completions"),
-        ("GET", "/api/sessions/x/history"),
-        ("POST", "/api/sessions/x/messages"),
-    ]:
-        r = httpx.request(method, f"{stack.url}{path}", json={})
-        assert r.status_code == 401, path
-        assert "token" in r.json()["error"]["message"].lower()
-        r = httpx.request(
-            method, f"{stack.url}{path}", json={}, headers={"Authorization": "Bearer wrong"}
+# Every route of the gateway but the open ones needs the token (README: "bearer token for every
+# endpoint but /healthz, /readyz, /metrics"; the status page at / holds no data).
+AUTHENTICATED = [
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/v1/models"),
+    ("POST", "/api/sessions/{key}/messages"),
+    ("PATCH", "/api/sessions/{key}"),
+    ("GET", "/api/sessions/{key}/history"),
+    ("GET", "/api/sessions/{key}/events"),
+    ("GET", "/api/approvals"),
+    ("POST", "/api/approvals/{approval_id}"),
+    ("POST", "/tools/invoke"),
+]
+OPEN = ["/", "/healthz", "/readyz", "/metrics"]
+PATH_PARAMS = {"key": "main:api:auth-probe", "approval_id": "ap_nope"}
+
+
+def test_route_list_covers_every_route_of_the_gateway(stack: Stack) -> None:
+    """The running gateway's own route table (its OpenAPI schema: every API route; the open
+    ones are left out of it) is exactly AUTHENTICATED, so a new route cannot skip the 401
+    test below."""
+    r = httpx.get(f"{stack.url}/openapi.json", headers=auth(stack))
+    assert r.status_code == 200, r.text
+    served = {(m.upper(), path) for path, ops in r.json()["paths"].items() for m in ops}
+    assert served == set(AUTHENTICATED)
+
+
+@pytest.mark.parametrize(("method", "path"), [*AUTHENTICATED, ("GET", "/openapi.json")])
+def test_authenticated_route_without_token_gets_401(stack: Stack, method: str, path: str) -> None:
+    url = stack.url + path.format(**PATH_PARAMS)
+    r = httpx.request(method, url, json={}, timeout=10)
+    assert r.status_code == 401, (path, r.status_code, r.text)
+    assert "token" in r.json()["error"]["message"].lower()
+    r = httpx.request(method, url, json={}, headers={"Authorization": "Bearer wrong"}, timeout=10)
+    assert r.status_code == 401, (path, r.status_code, r.text)
+    r = httpx.request(method, url, json={}, headers={"Authorization": stack.token}, timeout=10)
+    assert r.status_code == 401, (path, "the token without 'Bearer'", r.status_code)
+
+
+@pytest.mark.parametrize("path", OPEN)
+def test_open_routes_answer_without_token(stack: Stack, path: str) -> None:
+    assert httpx.get(f"{stack.url}{path}", timeout=10).status_code == 200
+
+
+def test_session_header_names_the_session(stack: Stack) -> None:
+    """``X-Switchboard-Session`` (no ``user``) puts the message in ``main:openai:<header>``;
+    it wins over ``user``; a malformed one is refused naming the session id."""
+    peer = f"hdr-{os.urandom(4).hex()}"
+    headers = {**auth(stack), "X-Switchboard-Session": peer}
+    body = {"model": "switchboard", "messages": [{"role": "user", "content": "header please"}]}
+    r = httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"].startswith("Tool said: ")
+
+    def session(key: str) -> list[dict[str, Any]]:
+        r = httpx.get(f"{stack.url}/api/sessions/{key}/history", headers=auth(stack))
+        assert r.status_code == 200, r.text
+        return list(r.json()["messages"])
+
+    messages = session(f"main:openai:{peer}")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0]["content"] == [{"type": "text", "text": "header please"}]
+
+    other = f"user-{os.urandom(4).hex()}"
+    body = {
+        "model": "switchboard",
+        "user": other,
+        "messages": [
+            {"role": "user", "content": "header please"},
+            {"role": "user", "content": "and again"},
+        ],
+    }
+    r = httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    messages = session(f"main:openai:{peer}")
+    assert len(messages) == 8  # the same session, with only the last message as new input
+    assert messages[4]["content"] == [{"type": "text", "text": "and again"}]
+    assert session(f"main:openai:{other}") == []
+
+    for bad in ("no spaces", "x" * 129, "a/b"):
+        r = httpx.post(
+            f"{stack.url}/v1/chat/completions",
+            json={"model": "switchboard", "messages": [{"role": "user", "content": "hi"}]},
+            headers={**auth(stack), "X-Switchboard-Session": bad},
+            timeout=10,
         )
-        assert r.status_code == 401
-    assert httpx.get(f"{stack.url}/healthz").status_code == 200
-    assert httpx.get(f"{stack.url}/readyz").status_code == 200
+        assert r.status_code == 400, (bad, r.text)
+        assert "session id" in r.json()["error"]["message"], r.text
 
 
 @pytest.mark.parametrize(
@@ -277,6 +351,73 @@ def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: Otl
     llm_span = by_name["llm.call"][0]
     assert llm_span.attributes["gen_ai.system"] == "openai"
     assert llm_span.attributes["gen_ai.usage.input_tokens"] > 0
+
+
+SERVICES = ("gateway", "router", "agent", "tools")
+
+
+class MissingTraceLines(AssertionError):
+    """A service logged no line inside the request's trace."""
+
+
+def service_logs(stack: Stack, processes: bool) -> dict[str, list[dict[str, Any]]]:
+    """Every line each service logged, parsed as JSON (a line that is not fails): one file
+    per process with --processes, else the launcher's shared services.log, where each line's
+    ``service`` says who wrote it."""
+    logs = stack.home / "logs"
+    out: dict[str, list[dict[str, Any]]] = {}
+    if processes:
+        for name in SERVICES:
+            lines = json_lines(logs / f"{name}-0.log")
+            assert all(line["service"] == name for line in lines), f"{name}-0.log"
+            out[name] = lines
+    else:
+        for line in json_lines(logs / "services.log"):
+            out.setdefault(str(line.get("service")), []).append(line)
+    return out
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["one-process", "processes"])
+def test_json_logs_carry_the_trace_id(
+    stack: Stack, llm: FakeLLM, tmp_path: Path, processes: bool
+) -> None:
+    """A request with a traceparent: every service's log is JSON lines, and gateway, router,
+    agent and tools each logged at least one line carrying that trace id."""
+    target = stack
+    if processes:
+        env = {"OPENAI_API_KEY": "sk-test-fake", "OPENAI_BASE_URL": f"{llm.base_url}/v1"}
+        target = start_stack(tmp_path / "home", env, args=["--processes"])
+    try:
+        trace_id = os.urandom(16).hex()
+        client = openai.OpenAI(base_url=f"{target.url}/v1", api_key=target.token, max_retries=0)
+        reply = client.chat.completions.create(
+            model="switchboard",
+            messages=[{"role": "user", "content": "log me"}],
+            user=f"logs-{'processes' if processes else 'one-process'}",
+            extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
+        )
+        assert (reply.choices[0].message.content or "").startswith("Tool said: ")
+
+        def traced() -> dict[str, list[dict[str, Any]]]:
+            return {
+                name: [line for line in lines if line.get("trace_id") == trace_id]
+                for name, lines in service_logs(target, processes).items()
+            }
+
+        with contextlib.suppress(AssertionError):  # what is missing is reported below
+            wait_for(lambda: all(traced().get(name) for name in SERVICES), timeout=10)
+        by_service = traced()
+    finally:
+        if processes:
+            left = stop_stack(target)
+            assert not left, f"processes left behind: {left}"
+    assert set(SERVICES) <= set(service_logs(target, processes)), "a service logged nothing"
+    missing = [name for name in SERVICES if not by_service.get(name)]
+    if missing:
+        raise MissingTraceLines(
+            f"no log line with trace_id {trace_id} from {', '.join(missing)}; "
+            f"lines in the trace: { {n: [x['msg'] for x in v] for n, v in by_service.items()} }"
+        )
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "one-process"])

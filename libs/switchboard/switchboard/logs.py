@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from typing import IO, Any
 
 from opentelemetry import trace
@@ -16,7 +17,9 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; ``service`` is the service whose task logged (a process may
-    host several), else the process's name."""
+    host several), else the process's name. Times in UTC."""
+
+    converter = staticmethod(time.gmtime)
 
     def __init__(self, service: str) -> None:
         super().__init__()

@@ -26,7 +26,7 @@ from .errors import InvalidAgentId, InvalidSessionKey
 
 MAX_KEY_LENGTH = 256
 AGENT_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
-_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_AGENT_ID = re.compile(r"[a-z0-9_-]{1,64}")  # fullmatch: "$" would let a trailing newline in
 SUBAGENT_MARKER = ":sub:"
 GROUP_MARKER = "group"
 
@@ -35,7 +35,7 @@ AgentId = Annotated[str, Field(pattern=AGENT_ID_PATTERN)]
 
 
 def is_agent_id(value: str) -> bool:
-    return bool(_AGENT_ID.match(value))
+    return _AGENT_ID.fullmatch(value) is not None
 
 
 def validate_agent_id(agent: str) -> str:

@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
 
 
+def iteration_limit_note(limit: int) -> str:
+    """The runner's closing note when a run reached the iteration limit (SB_MAX_ITERATIONS)."""
+    return f"[stopped after {limit} model calls]"
+
+
 class Runner:
     def __init__(
         self,
@@ -137,6 +142,17 @@ class Runner:
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
+            log.info(
+                "run %s",
+                record.status,
+                extra={
+                    "session": key,
+                    "run_id": run_id,
+                    "stop_reason": record.stop_reason,
+                    "iterations": record.iterations,
+                    "resumed": checkpoint is not None,
+                },
+            )
             await events.emit(
                 "lifecycle",
                 "end",
@@ -233,7 +249,7 @@ class Runner:
                     turn.late = []
                 if record.iterations >= self.max_iterations:
                     record.stop_reason = "max_iterations"
-                    note = f"[stopped after {self.max_iterations} model calls]"
+                    note = iteration_limit_note(self.max_iterations)
                     await self._stream_text(note, events, reply)
                     record.messages.append(text_message("assistant", note))
                     break

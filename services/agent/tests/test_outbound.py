@@ -18,6 +18,7 @@ from switchboard.v1 import messages_pb2
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.outbound import OutboundPublisher, dedupe_window_s, subject_token
 from switchboard_agent.replies import committed_reply, latest_reply, reply_text
+from switchboard_agent.runner import iteration_limit_note
 from switchboard_agent.store import Message, RunRecord, SessionStore
 
 SUBJECTS = bus.Subjects()
@@ -195,8 +196,9 @@ def test_reply_text_matches_the_streamed_reply() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": t} for t in "AB"]},
     ]
     assert reply_text(run, "completed", "end_turn") == "Let me look.\n\nAB"
-    # the runner's own closing notes follow the streamed text directly
-    note = "[stopped after 2 model calls]"
+    # the runner's own closing notes follow the streamed text directly (the note a real run
+    # ends with is checked end to end in tests/e2e/test_agent_loop.py)
+    note = iteration_limit_note(2)
     capped = [text("user", "now"), TOOL_USE, results("t1"), text("assistant", note)]
     assert reply_text(capped, "completed", "max_iterations") == "Let me look." + note
     failed = [text("user", "now"), TOOL_USE, results("t1"), text("assistant", "Sorry, x")]

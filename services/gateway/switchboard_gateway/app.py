@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import grpc
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -18,6 +20,7 @@ from switchboard.telemetry import extract_context
 from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
 from . import approvals_api, events_api, openai_api, sessions_api, status_page
+from .auth import require_token
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
 from .config import GatewaySettings
@@ -25,6 +28,7 @@ from .conversations import Conversations
 from .errors import install_error_handlers
 from .metrics import REQUESTS
 
+log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.gateway")
 UNTRACED = {"/", "/healthz", "/readyz", "/metrics"}
 
@@ -58,6 +62,7 @@ class TraceMiddleware:
                 span.set_attribute("http.response.status_code", status["code"])
                 if status["code"] >= 500:
                     span.set_status(Status(StatusCode.ERROR))
+                log.info("%s %s %s", scope["method"], scope["path"], status["code"])
                 route = scope.get("route")
                 REQUESTS.labels(getattr(route, "path", "unmatched"), str(status["code"])).inc()
 
@@ -98,7 +103,13 @@ def create_app(
         for ch in grpc_channels.values():
             await ch.close()
 
-    app = FastAPI(title="Switchboard gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="Switchboard gateway",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,  # served below, behind the token
+    )
     app.state.settings = settings
     app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
     app.state.sessions = sessions_pb2_grpc.SessionsStub(agent)
@@ -113,6 +124,17 @@ def create_app(
         "/readyz", readyz_endpoint(rt.readiness), methods=["GET"], include_in_schema=False
     )
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    app.add_api_route(
+        "/openapi.json",
+        openapi,
+        methods=["GET"],
+        include_in_schema=False,
+        dependencies=[Depends(require_token)],
+    )
     app.include_router(openai_api.router)
     app.include_router(sessions_api.router)
     app.include_router(events_api.router)

@@ -66,6 +66,11 @@ class Router:
             with tracer.start_as_current_span("lane.enqueue", kind=SpanKind.PRODUCER) as lane_span:
                 seq = await bus.js_publish(self.rt.js, subject, item, msg_id=msg_id)
                 lane_span.set_attribute("sb.lane.seq", seq)
+            log.info(
+                "routed to %s",
+                route.session_key,
+                extra={"session": route.session_key, "channel": inbound.channel, "lane_seq": seq},
+            )
         await msg.ack()
         ROUTED.labels(inbound.channel, "routed").inc()
         ROUTE_SECONDS.observe(time.perf_counter() - start)

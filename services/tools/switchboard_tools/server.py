@@ -102,6 +102,12 @@ class Executor:
                     tasks.discard(task)
                     if not tasks:
                         self.running.pop(call.run_id, None)
+                log.info(
+                    "%s %s",
+                    call.tool,
+                    "failed" if output.is_error else "done",
+                    extra={"call_id": call.call_id, "run_id": call.run_id},
+                )
                 measured = output.details.get("isolation")
                 isolation = json.dumps(measured) if measured else self.isolation
                 span.set_attribute("sb.isolation", isolation)

@@ -16,6 +16,8 @@ from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sand
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 from switchboard_tools.workspace import ensure_workspace
 
+from .sandbox_checks import skip_or_fail
+
 Call = Callable[..., Awaitable[ToolOutput]]
 
 
@@ -71,14 +73,15 @@ def layered() -> LayeredSandbox:
 
 @pytest.fixture
 def need(layered: LayeredSandbox) -> Callable[..., None]:
-    """``need("seccomp", ...)``: skip (with the probe's reason) when this host lacks a layer."""
+    """``need("seccomp", ...)``: when this host lacks a layer, skip (with the probe's reason)
+    on a developer machine and fail under ``CI=true`` (CI installs every layer)."""
 
     def _need(*layers: str) -> None:
         have = layered.available()
         for layer in layers:
             if not have.get(layer):
                 reason = layered.layers.status.get(layer, "not available")
-                pytest.skip(f"host lacks the {layer} layer: {reason}")
+                skip_or_fail(f"host lacks the {layer} layer: {reason}")
 
     return _need
 

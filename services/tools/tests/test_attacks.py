@@ -1,11 +1,16 @@
 """Attack suite against the executor's tools, run through the registry with the probed layered
-sandbox. Every case asserts that the attack failed and that a normal call still works."""
+sandbox. Every case asserts that the attack failed and that a normal call still works.
+
+Targets are temporary files the sandbox's uid could really read or write if confinement broke
+(never real system files). Where a layer is the defence, the attack is also run under each such
+layer alone, and once with every confinement layer off: that control run must succeed, which
+shows the attack is real and the test can fail."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +19,24 @@ import pytest
 
 from switchboard_tools.sandbox import LayeredSandbox, SandboxProfile
 
+from .executor_procs import ExecutorProcesses, ToolBus
+from .sandbox_checks import (
+    KILL_GRACE_MS,
+    SANDBOX_UID,
+    assert_all_gone,
+    environ_of,
+    host_targets,
+    require_root,
+    root_only_targets,
+)
+
 Need = Callable[..., None]
 SECRET = "sb-test-secret-7f3a9c"
+# The layers that can confine a command (the uid and rlimits stay in force in every run).
+CONFINEMENT = ("namespaces", "landlock", "seccomp")
+# How a filesystem attack is run: None = through the exec tool with everything this host has;
+# a layer name = under that layer alone; "control" = with every confinement layer off.
+FS_RUNS = [None, "namespaces", "landlock", "control"]
 
 
 async def healthy(lcall: Any) -> None:
@@ -25,20 +46,33 @@ async def healthy(lcall: Any) -> None:
     assert not out.is_error and out.content == "ok\n", out.content
 
 
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-def _uid_processes(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
+async def attack(
+    lcall: Any,
+    layered: LayeredSandbox,
+    workspace: Path,
+    need: Need,
+    only: str | None,
+    command: str,
+) -> str:
+    """Run the shell ``command`` in the sandbox as ``only`` says (see FS_RUNS); its output."""
+    if only is None:
+        out = await lcall("exec", {"command": command, "mode": "sandbox"})
+        assert out.details["isolation"]["measured"], out.content
+        return str(out.content)
+    if only != "control":
+        need(only)
+    layers = {name: name == only for name in CONFINEMENT}
+    result = await layered.run(
+        ["/bin/sh", "-c", command],
+        cwd=workspace,
+        timeout_s=10,
+        output_cap=10000,
+        profile=SandboxProfile(network=True),  # the network is not what is attacked here
+        layers=layers,
+    )
+    iso = result.isolation or {}
+    assert {name: iso[name] for name in CONFINEMENT} == layers  # measured: exactly these
+    return result.output
 
 
 # -- filesystem ---------------------------------------------------------------------------
@@ -53,32 +87,94 @@ async def test_read_and_write_outside(lcall: Any, path: str) -> None:
     await healthy(lcall)
 
 
-async def test_planted_symlinks(lcall: Any, workspace: Path, tmp_path: Path) -> None:
-    target = tmp_path / "outside.txt"
-    target.write_text("private")
-    (workspace / "file-link").symlink_to(target)
-    (workspace / "dir-link").symlink_to(tmp_path)
-    for path in ("file-link", "dir-link/outside.txt", "dir-link/new.txt"):
-        assert (await lcall("read", {"path": path})).is_error
-        assert (await lcall("write", {"path": path, "content": "pwned"})).is_error
-    assert target.read_text() == "private" and not (tmp_path / "new.txt").exists()
-    # From a shell the link leads nowhere: the target is not mounted / not landlock-allowed.
-    out = await lcall(
-        "exec", {"command": "cat file-link; echo x > dir-link/new.txt", "mode": "sandbox"}
-    )
-    assert "private" not in out.content and not (tmp_path / "new.txt").exists()
+async def test_planted_symlinks(lcall: Any, workspace: Path) -> None:
+    # The read/write tools run in the executor itself: only their path check stands between
+    # them and the (existing, readable, writable) targets.
+    with host_targets() as host:
+        (workspace / "file-link").symlink_to(host.readable)
+        (workspace / "dir-link").symlink_to(host.writable_dir)
+        for path in ("file-link", "dir-link/existing.txt"):
+            out = await lcall("read", {"path": path})
+            assert out.is_error and "outside the workspace" in out.content, out.content
+            assert host.READABLE_TEXT not in out.content
+            assert host.WRITABLE_TEXT.strip() not in out.content
+        for path in ("file-link", "dir-link/existing.txt", "dir-link/new.txt"):
+            out = await lcall("write", {"path": path, "content": "pwned"})
+            assert out.is_error and "outside the workspace" in out.content, out.content
+        assert host.untouched()
     await healthy(lcall)
 
 
-async def test_shell_cannot_touch_host_files(lcall: Any, tmp_path: Path) -> None:
-    secret = tmp_path / "host-secret.txt"
-    secret.write_text("host secret")
-    secret.chmod(0o644)
-    command = f"cat {secret}; cat /etc/shadow; echo pwned > {tmp_path}/planted; echo x > /etc/x"
-    out = await lcall("exec", {"command": command, "mode": "sandbox"})
-    assert "host secret" not in out.content and "root:" not in out.content
-    assert not (tmp_path / "planted").exists() and not _exists("/etc/x")
+@pytest.mark.parametrize("only", FS_RUNS)
+async def test_planted_symlinks_from_the_shell(
+    lcall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
+) -> None:
+    with host_targets() as host:
+        (workspace / "file-link").symlink_to(host.readable)
+        (workspace / "dir-link").symlink_to(host.writable_dir)
+        command = (
+            "cat file-link; cat dir-link/existing.txt; "
+            "echo pwned > dir-link/new.txt; echo pwned >> dir-link/existing.txt"
+        )
+        output = await attack(lcall, layered, workspace, need, only, command)
+        if only == "control":  # nothing confines the command: the links lead to the targets
+            assert host.READABLE_TEXT in output and host.WRITABLE_TEXT in output, output
+            assert (host.writable_dir / "new.txt").read_text() == "pwned\n"
+            assert host.writable.read_text() == host.WRITABLE_TEXT + "pwned\n"
+        else:  # the targets are not mounted / not allowed by Landlock
+            assert host.READABLE_TEXT not in output and host.WRITABLE_TEXT not in output
+            assert host.untouched(), output
     await healthy(lcall)
+
+
+@pytest.mark.parametrize("only", FS_RUNS)
+async def test_shell_cannot_touch_host_files(
+    lcall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
+) -> None:
+    with host_targets() as host:
+        command = (
+            f"cat {host.readable}; echo pwned > {host.writable_dir}/planted; "
+            f"echo pwned >> {host.writable}"
+        )
+        output = await attack(lcall, layered, workspace, need, only, command)
+        if only == "control":  # the same attack, nothing confining it: it works
+            assert host.READABLE_TEXT in output, output
+            assert (host.writable_dir / "planted").read_text() == "pwned\n"
+            assert host.writable.read_text() == host.WRITABLE_TEXT + "pwned\n"
+        else:
+            assert host.READABLE_TEXT not in output
+            assert host.untouched(), output
+    await healthy(lcall)
+
+
+async def test_uid_drop_keeps_files_only_root_may_touch(
+    layered: LayeredSandbox, workspace: Path
+) -> None:
+    """What the audit's /etc/shadow and /etc/x stood for, on temporary targets: a file only
+    root may read and a directory only root may write, reached with every confinement layer
+    off, so that only the sandbox's uid stands in between."""
+    require_root("the uid drop")
+    with root_only_targets() as host:
+        command = f"id -u; cat {host.private}; echo pwned > {host.closed}/planted"
+        argv = ["/bin/sh", "-c", command]
+        off = {name: False for name in CONFINEMENT}
+        network = SandboxProfile(network=True)
+        result = await layered.run(
+            argv, cwd=workspace, timeout_s=10, output_cap=10000, profile=network, layers=off
+        )
+        assert result.output.split()[0] == str(SANDBOX_UID), result.output
+        assert host.PRIVATE_TEXT not in result.output
+        assert not (host.closed / "planted").exists()
+
+        # Control: the same sandbox keeping the executor's uid (root) does both.
+        as_root = LayeredSandbox(uid=None)
+        as_root.layers = layered.layers
+        result = await as_root.run(
+            argv, cwd=workspace, timeout_s=10, output_cap=10000, profile=network, layers=off
+        )
+        assert result.output.split()[0] == "0", result.output
+        assert host.PRIVATE_TEXT in result.output
+        assert (host.closed / "planted").read_text() == "pwned\n"
 
 
 # -- allowlist mode -----------------------------------------------------------------------
@@ -159,29 +255,32 @@ async def test_network_from_sandbox_mode(
 # -- resources ----------------------------------------------------------------------------
 
 
-async def test_fork_bomb(lcall: Any, layered: LayeredSandbox) -> None:
-    started = time.monotonic()
-    out = await lcall(
-        "exec", {"command": "f(){ f|f& }; f; wait", "mode": "sandbox", "timeout_s": 5}
-    )
-    assert time.monotonic() - started < 8
-    assert out.details["isolation"]["rlimits"]["nproc"] == layered.nproc
+async def test_fork_bomb(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
+    # Every process the bomb creates appends a line to ``n`` and never ends by itself (bash
+    # retries a failed fork, then execs a sleep), so the lines count every process it ever
+    # managed to create -- and, since none exited, how many ran at once.
+    bomb = "bash -c 'f(){ echo x >> n; f & f & exec sleep 60; }; f'"
+    out = await lcall("exec", {"command": bomb, "mode": "sandbox", "timeout_s": 5})
+    iso = out.details["isolation"]
+    assert iso["rlimits"]["nproc"] == layered.nproc
+    assert out.details["timed_out"] and out.is_error
+    assert "Resource temporarily unavailable" in out.content  # it ran into the limit
+    created = len((workspace / "n").read_text().splitlines())
+    assert 1 <= created <= layered.nproc, created
+    await assert_all_gone(workspace, layered.drop_uid)  # killed and reaped
     await healthy(lcall)
-    if layered.drop_uid is not None:
-        for _ in range(40):  # killed and reaped: nothing of the sandbox uid is left
-            if not _uid_processes(layered.drop_uid):
-                break
-            await asyncio.sleep(0.1)
-        assert _uid_processes(layered.drop_uid) == []
+    # RLIMIT_NPROC does not hold root back: the limit above holds because of the uid drop.
+    require_root("the fork bomb's uid")
+    assert iso["uid"] == SANDBOX_UID
 
 
-async def test_cpu_spin(lcall: Any) -> None:
-    started = time.monotonic()
+async def test_cpu_spin(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
     out = await lcall(
         "exec", {"command": "while :; do :; done", "mode": "sandbox", "timeout_s": 1.5}
     )
     assert out.is_error and out.details["timed_out"]
-    assert time.monotonic() - started < 4
+    assert out.details["duration_ms"] <= 1500 + KILL_GRACE_MS, out.details["duration_ms"]
+    await assert_all_gone(workspace, layered.drop_uid)
     await healthy(lcall)
 
 
@@ -194,18 +293,19 @@ async def test_memory_balloon(lcall: Any) -> None:
 
 
 async def test_huge_output(lcall: Any) -> None:
-    started = time.monotonic()
     out = await lcall("exec", {"command": "head -c 100000000 /dev/zero", "mode": "sandbox"})
     assert out.details["truncated"] and len(out.content) < 70 * 1024
-    assert time.monotonic() - started < 5
+    # Killed once the drain limit was read (head would otherwise exit 0 after 100 MB), and
+    # not by its timeout.
+    assert out.details["exit_code"] == -9 and not out.details["timed_out"]
     await healthy(lcall)
 
 
-async def test_sleep_past_timeout(lcall: Any) -> None:
-    started = time.monotonic()
+async def test_sleep_past_timeout(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
     out = await lcall("exec", {"command": "sleep 30", "timeout_s": 1})
     assert out.is_error and out.details["timed_out"] and "[timed out after 1s]" in out.content
-    assert time.monotonic() - started < 3
+    assert out.details["duration_ms"] <= 1000 + KILL_GRACE_MS, out.details["duration_ms"]
+    await assert_all_gone(workspace, layered.drop_uid)
     await healthy(lcall)
 
 
@@ -221,29 +321,31 @@ async def test_escaping_the_process_group(lcall: Any, need: Need) -> None:
 # -- secrets ------------------------------------------------------------------------------
 
 
-async def test_environment_secrets(lcall: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SB_FAKE_API_KEY", SECRET)
-    command = (
-        f"env; cat /proc/{os.getpid()}/environ; cat /proc/$PPID/environ; "
-        "cat /proc/*/environ; grep -r sb-test-secret /proc/*/environ"
-    )
-    out = await lcall("exec", {"command": command, "mode": "sandbox"})
-    assert SECRET not in out.content
-    out = await lcall("exec", {"command": "env"})
-    assert SECRET not in out.content
-    await healthy(lcall)
-
-
-async def test_environment_secrets_without_namespaces(
-    layered: LayeredSandbox, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Even where the executor's /proc is visible, its environ is not readable.
-    monkeypatch.setenv("SB_FAKE_API_KEY", SECRET)
-    result = await layered.run(
-        ["cat", f"/proc/{os.getpid()}/environ"],
-        cwd=workspace,
-        timeout_s=5,
-        output_cap=10000,
-        layers={"namespaces": False},
-    )
-    assert SECRET not in result.output and result.exit_code != 0
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "without-namespaces"])
+async def test_environment_secrets(nats_url: str, namespaces: bool) -> None:
+    # A real executor process with the secret in the environment it was started with.
+    env = {"SB_FAKE_API_KEY": SECRET, "SB_EXEC_ALLOWLIST": json.dumps(["env", "echo"])}
+    if not namespaces:  # no bubblewrap on its PATH: the probe finds no namespace layer, and
+        env["PATH"] = str(Path(sys.executable).parent)  # the executor's /proc is visible
+    async with ExecutorProcesses(nats_url, env) as executors:
+        executor = await executors.start("tools-secrets")
+        # Control: the secret really is in the executor's environment as the kernel shows it.
+        assert SECRET.encode() in environ_of(executor.pid)
+        client = await ToolBus.connect(nats_url)
+        try:
+            await client.listen("sb.tools.result.>")
+            command = (
+                f"env; cat /proc/{executor.pid}/environ; cat /proc/$PPID/environ; "
+                "cat /proc/*/environ; grep -r sb-test-secret /proc/*/environ"
+            )
+            result = await client.call("exec", {"command": command, "mode": "sandbox"})
+            isolation = json.loads(result.isolation_json)
+            assert isolation["measured"] and isolation["namespaces"] is namespaces
+            assert SECRET not in result.content
+            if not namespaces:  # there, but not readable
+                assert f"/proc/{executor.pid}/environ: Permission denied" in result.content
+            result = await client.call("exec", {"command": "env"})
+            assert not result.is_error and SECRET not in result.content
+            assert result.content.startswith("PATH="), result.content  # it did run
+        finally:
+            await client.close()

@@ -1,220 +1,256 @@
-"""Executors on a real nats-server: process handles routed between two replicas sharing the
-TOOLS work queue, and exec's partial output streamed as ToolUpdate before the ToolResult."""
+"""Real executor processes (``python -m switchboard_tools``) on a real nats-server, driven only
+through the bus: process handles routed between two replicas that share the TOOLS work queue
+(through their own ``executor`` consumer), a gone owner reported, and exec's partial output
+streamed as ToolUpdate before the ToolResult."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import shutil
-import tempfile
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, cast
+from collections.abc import AsyncIterator
 
-import nats
+import psutil
 import pytest
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 
-from switchboard import bus
-from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
-from switchboard_tools.builtin import builtin_registry
-from switchboard_tools.config import ToolsSettings
-from switchboard_tools.procs import ProcessLimits, ProcessManager
-from switchboard_tools.sandbox import LayeredSandbox
-from switchboard_tools.server import Executor
-from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
+from switchboard_tools.procs import GONE, owner_of
 
-SUBJECTS = bus.Subjects()
+from .executor_procs import SUBJECTS, ExecutorProcesses, Replica, ToolBus, details
+from .sandbox_checks import wait_until
 
-
-@dataclass
-class Runtime:
-    """What the Executor uses of a ServiceRuntime: a NATS connection and the subjects."""
-
-    nc: NATS
-    subjects: bus.Subjects = SUBJECTS
-
-
-@dataclass
-class Bus:
-    """A client of the executors: publishes tool calls to TOOLS, hands each to the executor
-    the test chooses (as the shared work queue would), and records what comes back on one
-    subscription (so arrival order across subjects is preserved)."""
-
-    nc: NATS
-    js: JetStreamContext
-    pull: JetStreamContext.PullSubscription
-    received: list[Msg] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def listen(self, pattern: str) -> None:
-        """Record what arrives on ``pattern``. Not ``sb.tools.>`` where the process routing is
-        tested: a subscriber there would count as a responder on ``sb.tools.proc.<id>``."""
-        await self.nc.subscribe(pattern, cb=self._record)
-
-    async def _record(self, msg: Msg) -> None:
-        self.received.append(msg)
-        self.arrived.set()
-
-    async def call(
-        self, executor: Executor, tool: str, args: dict[str, Any], agent: str = "agent-1"
-    ) -> tuple[messages_pb2.ToolResult, list[messages_pb2.ToolUpdate]]:
-        call = messages_pb2.ToolCall(
-            call_id=f"call-{uuid.uuid4().hex[:12]}",
-            run_id=f"run-{uuid.uuid4().hex[:12]}",
-            agent=agent,
-            tool=tool,
-            args_json=json.dumps(args),
-            timeout_s=30,
-        )
-        await bus.js_publish(self.js, SUBJECTS.tools_call("default"), call)
-        [msg] = await self.pull.fetch(1, timeout=5)
-        await executor.handle(msg)
-        return await self._outcome(call)
-
-    async def _outcome(
-        self, call: messages_pb2.ToolCall
-    ) -> tuple[messages_pb2.ToolResult, list[messages_pb2.ToolUpdate]]:
-        result_subject = SUBJECTS.tools_result(call.run_id)
-        update_subject = SUBJECTS.tools_update(call.call_id)
-        async with asyncio.timeout(5):
-            while not any(m.subject == result_subject for m in self.received):
-                self.arrived.clear()
-                await self.arrived.wait()
-        updates: list[messages_pb2.ToolUpdate] = []
-        for msg in self.received:
-            if msg.subject == update_subject:
-                updates.append(messages_pb2.ToolUpdate.FromString(msg.data))
-            elif msg.subject == result_subject:
-                return messages_pb2.ToolResult.FromString(msg.data), updates
-        raise AssertionError("unreachable")
+# The process started in the routing tests: it prints, then waits for a file the test creates.
+MARKER = "sb-bus-marker"
+COMMAND = f"echo ready; while [ ! -e go ]; do sleep 0.05; done; echo later; sleep 120 # {MARKER}"
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sb-tools-bus-"))
-    path.chmod(0o711)  # the sandbox uid must reach the workspaces
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+async def executors(nats_url: str) -> AsyncIterator[ExecutorProcesses]:
+    # One slot each: a replica whose slot is taken pulls nothing more, which lets the test
+    # decide which replica serves a call (see occupy()).
+    async with ExecutorProcesses(nats_url, {"SB_TOOLS_MAX_CONCURRENCY": "1"}) as procs:
+        yield procs
 
 
 @pytest.fixture
-async def client(nats_url: str) -> AsyncIterator[Bus]:
-    nc = await nats.connect(nats_url)
-    js = nc.jetstream()
-    await bus.ensure_streams(js, SUBJECTS)
-    pull = await bus.durable_pull(js, SUBJECTS.stream("TOOLS"), "test-executors", "sb.tools.call.>")
+async def client(nats_url: str) -> AsyncIterator[ToolBus]:
+    tool_bus = await ToolBus.connect(nats_url)
     try:
-        yield Bus(nc, js, pull)
+        yield tool_bus
     finally:
-        await nc.close()
+        await tool_bus.close()
 
 
-@pytest.fixture
-async def replicas(
-    nats_url: str, root: Path, layered: LayeredSandbox
-) -> AsyncIterator[list[Executor]]:
-    """Two executors (own connections, own process managers) on the same NATS."""
-    settings = ToolsSettings(workspaces_dir=root / "workspaces", nats_url=nats_url)
-    executors: list[Executor] = []
-    connections: list[NATS] = []
-    for _ in range(2):
-        nc = await nats.connect(nats_url)
-        connections.append(nc)
-        processes = ProcessManager(layered, ProcessLimits(max_lifetime_s=60))
-        registry = builtin_registry(
-            layered, [*DEFAULT_EXEC_ALLOWLIST, "sleep"], processes=processes
-        )
-        rt = cast(ServiceRuntime, Runtime(nc))
-        executor = Executor(rt, settings, registry, layered, processes)
-        await executor.serve_processes()
-        executors.append(executor)
-    try:
-        yield executors
-    finally:
-        for executor in executors:
-            await executor.close()
-        for nc in connections:
-            await nc.close()
+async def counts(replicas: list[Replica], tool: str = "process") -> dict[str, float]:
+    return {r.name: await r.executions(tool) for r in replicas}
 
 
-def details(result: messages_pb2.ToolResult) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(result.details_json)
-    return data
+async def counted(replicas: list[Replica], total: float) -> dict[str, float]:
+    """Each replica's own count of process calls, once together they counted ``total`` (a
+    result is published just before the executor counts it)."""
+    seen: dict[str, float] = {}
+
+    async def reached() -> bool:
+        seen.update(await counts(replicas))
+        return sum(seen.values()) >= total
+
+    assert await wait_until(reached), f"expected {total} process calls, replicas counted {seen}"
+    assert sum(seen.values()) == total, seen
+    return seen
+
+
+def owner_among(replicas: list[Replica]) -> Replica:
+    """The replica whose sandbox runs the test's process (it is that executor's descendant)."""
+    owners = [r for r in replicas if r.sandboxed(MARKER)]
+    assert len(owners) == 1, [(r.name, r.sandboxed(MARKER)) for r in replicas]
+    return owners[0]
+
+
+async def occupy(
+    client: ToolBus, executors: ExecutorProcesses, replicas: list[Replica], busy: Replica
+) -> str:
+    """Take ``busy``'s only slot with an exec call that waits for a file, so that calls
+    published from now on are pulled by the other replica. Returns that file's name."""
+    ws = executors.workspace()
+    held: list[tuple[str, Replica, messages_pb2.ToolCall]] = []
+    for n in range(2):  # the first lands on either replica, the second on the one still free
+        name = f"hold-{n}"
+        args = {"command": f"while [ ! -e {name} ]; do sleep 0.05; done", "mode": "sandbox"}
+        call = await client.publish("exec", args, timeout_s=120)
+
+        async def taken(count: int = n + 1, name: str = name) -> bool:
+            busy_slots = [await r.busy_slots() for r in replicas]
+            return sum(busy_slots) == count and any(r.sandboxed(name) for r in replicas)
+
+        assert await wait_until(taken), f"{name} was not taken"
+        [holder] = [r for r in replicas if r.sandboxed(name)]
+        held.append((name, holder, call))
+        if holder is busy:
+            break
+    release = ""
+    for name, holder, call in held:
+        if holder is busy:
+            release = name
+        else:  # free the other replica again
+            (ws / name).touch()
+            result = await client.result(call)
+            assert not result.is_error, result.content
+    assert release, "the owner never took a hold call"
+    return release
 
 
 async def test_process_calls_are_routed_to_the_owning_replica(
-    client: Bus, replicas: list[Executor]
+    executors: ExecutorProcesses, client: ToolBus
 ) -> None:
-    a, b = replicas
+    replicas = [await executors.start("tools-a"), await executors.start("tools-b")]
     await client.listen("sb.tools.result.>")
-    assert a.processes is not None and b.processes is not None
-    command = "echo ready; sleep 0.3; echo later; sleep 30"
-    result, _ = await client.call(
-        a, "process", {"action": "start", "command": command, "mode": "sandbox", "wait_s": 0}
-    )
+    start = {"action": "start", "command": COMMAND, "mode": "sandbox", "wait_s": 0}
+    result = await client.call("process", start)
     assert not result.is_error, result.content
     handle = details(result)["handle"]
-    assert handle.startswith(f"p_{a.processes.executor_id}_")
+    owner = owner_among(replicas)
+    other = next(r for r in replicas if r is not owner)
+    base = await counted(replicas, 1)
+    assert base[owner.name] == 1, "the replica that ran the start owns the process"
+    executor_id = owner_of(handle)
+    assert handle == f"p_{executor_id}_1"
 
+    # Poll until both replicas have served polls (the work queue spreads them): every answer,
+    # from the owner or forwarded by the other replica, is the same process's state.
     text = details(result)["output"]
-    for _ in range(20):  # polled through B: forwarded to A
-        result, _ = await client.call(b, "process", {"action": "poll", "handle": handle})
+    polls = 0
+    served = {r.name: 0.0 for r in replicas}
+    while min(served.values()) == 0:
+        assert polls < 40, f"polls never reached both replicas: {served}"
+        result = await client.call("process", {"action": "poll", "handle": handle})
+        polls += 1
+        assert not result.is_error, result.content
+        poll = details(result)
+        assert (poll["handle"], poll["status"], poll["running"]) == (handle, "running", True)
+        text += poll["output"]
+        assert "ready\n".startswith(text), text  # no output lost, repeated or invented
+        now = await counted(replicas, 1 + polls)
+        served = {name: now[name] - base[name] for name in now}
+    assert all(n >= 1 for n in served.values()) and sum(served.values()) == polls
+
+    # Now the process writes more; the rest arrives exactly once, whoever serves the poll.
+    (executors.workspace() / "go").touch()
+    for _ in range(40):
+        if text == "ready\nlater\n":
+            break
+        wait = {"action": "poll", "handle": handle, "wait_s": 2}
+        result = await client.call("process", wait)
+        polls += 1
         assert not result.is_error, result.content
         text += details(result)["output"]
-        if "later" in text:
-            break
-        await asyncio.sleep(0.1)
     assert text == "ready\nlater\n"
 
-    result, _ = await client.call(b, "process", {"action": "list"})
-    assert handle in result.content and "running" in result.content
-    result, _ = await client.call(b, "process", {"action": "list"}, agent="agent-2")
-    assert result.content == "No processes."
-    result, _ = await client.call(b, "process", {"action": "kill", "handle": handle}, "agent-2")
-    assert result.is_error and "No process" in result.content  # A checks the agent
+    # With the owner's only slot taken, every call below is served by the other replica.
+    release = await occupy(client, executors, replicas, owner)
+    before = await counted(replicas, 1 + polls)
 
-    result, _ = await client.call(b, "process", {"action": "kill", "handle": handle})
-    assert not result.is_error and details(result)["status"] == "killed"
-    assert not a.processes.get("agent-1", handle).running
+    async def by_other(args: dict[str, object], agent: str = "agent-1") -> str:
+        nonlocal before
+        result = await client.call("process", args, agent)
+        now = await counted(replicas, sum(before.values()) + 1)
+        assert now[other.name] == before[other.name] + 1, "served by the owner"
+        before = now
+        return result.content if not result.is_error else f"ERROR {result.content}"
+
+    listed = await by_other({"action": "list"})
+    assert handle in listed and "running" in listed, listed
+    assert await by_other({"action": "list"}, "agent-2") == "No processes."
+    refused = await by_other({"action": "kill", "handle": handle}, "agent-2")
+    assert refused.startswith("ERROR") and "No process" in refused  # the owner checks the agent
+    assert owner.sandboxed(MARKER), "a refused kill killed the process"
+
+    result = await client.call("process", {"action": "kill", "handle": handle})
+    assert not result.is_error, result.content
+    assert details(result)["status"] == "killed" and details(result)["was_running"] is True
+    assert (await counted(replicas, sum(before.values()) + 1))[other.name] == before[other.name] + 1
+    assert await wait_until(lambda: not owner.sandboxed(MARKER)), "the process still runs"
+
+    (executors.workspace() / release).touch()
 
 
-async def test_a_gone_owner_is_reported(client: Bus, replicas: list[Executor]) -> None:
-    a, b = replicas
+async def test_a_gone_owner_is_reported(executors: ExecutorProcesses, client: ToolBus) -> None:
+    replicas = [await executors.start("tools-a"), await executors.start("tools-b")]
     await client.listen("sb.tools.result.>")
-    result, _ = await client.call(
-        a, "process", {"action": "start", "command": "sleep 30", "mode": "sandbox", "wait_s": 0}
-    )
+    command = f"sleep 120 # {MARKER}"
+    start = {"action": "start", "command": command, "mode": "sandbox", "wait_s": 0}
+    result = await client.call("process", start)
+    assert not result.is_error, result.content
     handle = details(result)["handle"]
-    assert a.processes is not None
-    child = a.processes.get("agent-1", handle).child
-    await a.close()  # the replica shuts down: its processes die with it
-    assert child.finished.is_set() and child.killed
-    result, _ = await client.call(b, "process", {"action": "poll", "handle": handle})
+    owner = owner_among(replicas)
+    survivor = next(r for r in replicas if r is not owner)
+    sandboxed = owner.sandboxed(MARKER)
+    assert sandboxed
+
+    executors.kill(owner.name)  # SIGKILL: no shutdown code runs in the owner
+    # Its processes die with it (parent-death signal, bubblewrap's --die-with-parent).
+    assert await wait_until(lambda: not any(_running(p) for p in sandboxed)), sandboxed
+
+    # Wait until the server dropped the dead connection's subscriptions (a request to the
+    # owner finds no responder), so the poll below cannot race the disconnect.
+    async def owner_unsubscribed() -> bool:
+        try:
+            await client.nc.request(SUBJECTS.tools_proc(owner_of(handle)), b"{}", timeout=1)
+        except NoRespondersError:
+            return True
+        except NatsTimeoutError:
+            return False
+        raise AssertionError("a killed executor answered")
+
+    assert await wait_until(owner_unsubscribed)
+
+    result = await client.call("process", {"action": "poll", "handle": handle})
     assert result.is_error
+    assert result.content == f"Process {handle}: {GONE}"
     assert "the executor that started this process is gone" in result.content
+
+    async def survivor_served() -> bool:
+        return await survivor.executions("process") == 1
+
+    assert await wait_until(survivor_served)  # the poll, forwarded by the survivor
+    result = await client.call("process", {"action": "list"})
+    assert result.content == "No processes."
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 async def test_exec_streams_partial_output_before_the_result(
-    client: Bus, replicas: list[Executor]
+    executors: ExecutorProcesses, client: ToolBus
 ) -> None:
+    await executors.start("tools-a")
     await client.listen("sb.tools.>")  # one subscription: arrival order is publish order
-    command = "for i in 1 2 3; do echo part $i; sleep 0.3; done"
-    result, updates = await client.call(
-        replicas[0], "exec", {"command": command, "mode": "sandbox"}
+    # Each part waits for a file the test creates only after it saw the previous part as an
+    # update: the result cannot exist before the updates did.
+    command = (
+        "echo part 1; while [ ! -e go-1 ]; do sleep 0.05; done; "
+        "echo part 2; while [ ! -e go-2 ]; do sleep 0.05; done; echo part 3"
     )
+    call = await client.publish("exec", {"command": command, "mode": "sandbox"})
+    ws = executors.workspace()
+    first = await client.updates(call, 1)
+    assert [u.text for u in first] == ["part 1\n"]
+    assert client.order(call) == ["update"]
+    (ws / "go-1").touch()
+    second = await client.updates(call, 2)
+    assert [u.text for u in second] == ["part 1\n", "part 2\n"]
+    assert client.order(call) == ["update", "update"]
+    (ws / "go-2").touch()
+
+    result = await client.result(call)
     assert not result.is_error, result.content
     assert result.content == "part 1\npart 2\npart 3\n"
-    assert len(updates) >= 3  # output 0.3 s apart is not coalesced into one piece
-    assert [u.seq for u in updates] == list(range(1, len(updates) + 1))
-    assert "".join(u.text for u in updates) == result.content
+    updates = await client.updates(call, 3)
+    assert [u.text for u in updates] == ["part 1\n", "part 2\n", "part 3\n"]
+    assert client.order(call) == ["update", "update", "update", "result"]
+    assert [u.seq for u in updates] == [1, 2, 3]
     assert {(u.call_id, u.run_id, u.stream) for u in updates} == {
         (result.call_id, result.run_id, "output")
     }

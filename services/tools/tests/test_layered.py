@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -23,24 +22,77 @@ from switchboard_tools.sandbox import (
     probe_layers,
 )
 
+from .sandbox_checks import (
+    SANDBOX_UID,
+    HostTargets,
+    assert_all_gone,
+    host_targets,
+    require_root,
+    sandbox_commands,
+    skip_or_fail,
+    wait_until,
+)
+
 Need = Callable[..., None]
 
 
-def test_attestation_reports_probed_layers(layered: LayeredSandbox) -> None:
+LAYERS = ("seccomp", "landlock", "namespaces")
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_attestation_reports_probed_layers(
+    layered: LayeredSandbox, workspace: Path, layer: str
+) -> None:
     assert isinstance(layered, Sandbox) and isinstance(layered, ProfiledSandbox)
     att = layered.attestation()
     json.dumps(att)
     assert att["measured"] is True
-    for layer in ("seccomp", "landlock", "namespaces"):
-        # Every optional layer is either proved by its probe or reported with a reason.
-        status = att["probe"][layer]
-        assert (status == "ok") == att[layer], status
-        assert status == "ok" or status.startswith("unavailable: ")
     assert att["process_group"] and att["rlimits"] and att["no_new_privs"]
+    # The optional layer is either proved by its probe or reported with a reason...
+    status = att["probe"][layer]
+    assert (status == "ok") == att[layer], status
+    assert status == "ok" or status.startswith("unavailable: ")
+    if status != "ok":
+        skip_or_fail(f"the probe found no {layer} layer here ({status})")
+    # ... and a layer reported in force really acts: a command run under it alone sees its
+    # effect, the same command with every layer off does not (so this check can fail).
+    with host_targets() as host:
+        assert await layer_effect(layered, workspace, host, layer, on=True)
+        assert not await layer_effect(layered, workspace, host, layer, on=False)
+
+
+async def layer_effect(
+    layered: LayeredSandbox, workspace: Path, host: HostTargets, layer: str, *, on: bool
+) -> bool:
+    """Whether ``layer``'s effect is visible to a command run with only that layer (``on``)
+    or with no optional layer at all."""
+    if layer == "seccomp":  # unshare(0) is a no-op unless the filter denies the syscall
+        argv = ["python3", "-c", "import ctypes; print(ctypes.CDLL(None).unshare(0))"]
+    elif layer == "landlock":  # reads outside the system directories and the workspace
+        argv = ["cat", str(host.readable)]
+    else:  # namespaces: the command's own mount and pid namespaces
+        argv = ["readlink", "/proc/self/ns/mnt", "/proc/self/ns/pid"]
+    result = await layered.run(
+        argv,
+        cwd=workspace,
+        timeout_s=10,
+        output_cap=1000,
+        profile=SandboxProfile(network=True),  # the network is not what is checked here
+        layers={name: on and name == layer for name in LAYERS},
+    )
+    iso = result.isolation or {}
+    assert {name: iso[name] for name in LAYERS} == {name: on and name == layer for name in LAYERS}
+    if layer == "seccomp":
+        return result.output.split() == ["-1"]
+    if layer == "landlock":
+        return host.READABLE_TEXT not in result.output and result.exit_code != 0
+    host_ns = [os.readlink(f"/proc/self/ns/{kind}") for kind in ("mnt", "pid")]
+    assert result.exit_code == 0, result.output
+    return result.output.split() != host_ns
 
 
 async def test_call_is_measured_inside(layered: LayeredSandbox, workspace: Path) -> None:
-    result = await layered.run(["true"], cwd=workspace, timeout_s=10, output_cap=100)
+    result = await layered.run(["id", "-u"], cwd=workspace, timeout_s=10, output_cap=100)
     iso = result.isolation
     assert iso is not None and iso["measured"] and iso["ok"]
     att = layered.attestation()
@@ -49,8 +101,11 @@ async def test_call_is_measured_inside(layered: LayeredSandbox, workspace: Path)
     assert iso["network"] is False  # default profile: no network, enforced
     assert iso["caps_effective"] == "0000000000000000"
     assert iso["rlimits"]["nproc"] == layered.nproc
-    if layered.drop_uid is not None:
-        assert iso["uid"] == layered.drop_uid != 0
+    # The uid the command itself runs as: what the wrapper measured, and the sandbox's own
+    # unprivileged uid whenever the executor is root.
+    assert result.exit_code == 0 and iso["uid"] == int(result.output), result.output
+    require_root("the sandbox uid")
+    assert int(result.output) == SANDBOX_UID
 
 
 async def test_measurement_matches_what_the_command_sees(
@@ -167,27 +222,16 @@ async def test_files_written_by_tools_are_usable_in_the_sandbox(lcall: Any) -> N
 
 
 async def test_cancellation_kills_the_sandbox(layered: LayeredSandbox, workspace: Path) -> None:
-    if layered.drop_uid is None:
-        pytest.skip("needs a dedicated sandbox uid to find leftovers")
     task = asyncio.create_task(
         layered.run(["sleep", "60"], cwd=workspace, timeout_s=30, output_cap=100)
     )
-    await asyncio.sleep(0.5)
+
+    def sleeping() -> bool:
+        return ["sleep", "60"] in sandbox_commands(workspace)
+
+    # The command really runs before the cancel (else "nothing left" would prove nothing).
+    assert await wait_until(sleeping), "the sandboxed sleep never started"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(40):
-        if not _uid_processes(layered.drop_uid):
-            break
-        await asyncio.sleep(0.1)
-    assert _uid_processes(layered.drop_uid) == []
-
-
-def _uid_processes(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    pids.append(int(entry))
-    return pids
+    await assert_all_gone(workspace, layered.drop_uid)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -30,38 +29,72 @@ def test_ring_output_keeps_the_tail_with_absolute_positions() -> None:
 
 
 class Recorder:
+    """Records each piece with the event loop's clock (the clock the streamer throttles by)."""
+
     def __init__(self) -> None:
         self.pieces: list[tuple[float, str]] = []
+        self.arrived = asyncio.Event()
 
     async def __call__(self, text: str) -> None:
-        self.pieces.append((time.monotonic(), text))
+        self.pieces.append((asyncio.get_running_loop().time(), text))
+        self.arrived.set()
 
     @property
     def text(self) -> str:
         return "".join(text for _, text in self.pieces)
 
+    @property
+    def texts(self) -> list[str]:
+        return [text for _, text in self.pieces]
+
+    async def wait_for(self, count: int, timeout: float = 10.0) -> None:
+        """Until ``count`` pieces arrived (bounded: a missing piece fails the test)."""
+        async with asyncio.timeout(timeout):
+            while len(self.pieces) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+
 
 async def test_streamer_coalesces_and_throttles() -> None:
+    # The first piece goes out at once; within the interval, everything fed after it is
+    # held back and coalesced (the loop runs between feeds, so a streamer that did not
+    # throttle would send each chunk on its own).
+    recorder = Recorder()
+    streamer = OutputStreamer(recorder, interval_s=3600, max_bytes=4096)
+    streamer.feed(b"0,")
+    await recorder.wait_for(1)
+    for i in range(1, 20):
+        streamer.feed(f"{i},".encode())
+        for _ in range(5):
+            await asyncio.sleep(0)
+    assert recorder.texts == ["0,"]
+    await streamer.close()  # flushes what is pending, in one piece
+    assert recorder.texts == ["0,", "".join(f"{i}," for i in range(1, 20))]
+
+    # Without a close, what is pending goes out once the interval since the last piece is
+    # over, and not before.
     recorder = Recorder()
     streamer = OutputStreamer(recorder, interval_s=0.2, max_bytes=4096)
-    for i in range(20):  # 20 small chunks over ~0.4 s
-        streamer.feed(f"{i},".encode())
-        await asyncio.sleep(0.02)
+    streamer.feed(b"a")
+    await recorder.wait_for(1)
+    streamer.feed(b"b")
+    streamer.feed(b"c")
+    await recorder.wait_for(2)
+    assert recorder.texts == ["a", "bc"]
+    (first, _), (second, _) = recorder.pieces
+    assert second - first >= 0.2 - 1e-3
     await streamer.close()
-    assert recorder.text == "".join(f"{i}," for i in range(20))
-    assert 2 <= len(recorder.pieces) <= 4  # the first at once, then one per interval
-    gaps = [b[0] - a[0] for a, b in zip(recorder.pieces, recorder.pieces[1:], strict=False)]
-    assert all(gap >= 0.15 for gap in gaps[:-1])  # the final flush may come sooner
+    assert recorder.texts == ["a", "bc"]
 
 
 async def test_streamer_sends_early_when_enough_is_pending() -> None:
     recorder = Recorder()
-    streamer = OutputStreamer(recorder, interval_s=10, max_bytes=100)
+    streamer = OutputStreamer(recorder, interval_s=3600, max_bytes=100)
     streamer.feed(b"first")
-    await asyncio.sleep(0.05)
-    streamer.feed(b"x" * 150)
-    await asyncio.sleep(0.05)
-    assert [text for _, text in recorder.pieces] == ["first", "x" * 150]
+    await recorder.wait_for(1)
+    streamer.feed(b"x" * 150)  # more than max_bytes: no waiting for the hour-long interval
+    await recorder.wait_for(2)
+    assert recorder.texts == ["first", "x" * 150]
     await streamer.close()
 
 
@@ -78,16 +111,19 @@ async def test_streamer_never_splits_a_character() -> None:
 
 async def test_a_failing_callback_is_logged_and_dropped(caplog: pytest.LogCaptureFixture) -> None:
     calls = 0
+    called = asyncio.Event()
 
     async def broken(text: str) -> None:
         nonlocal calls
         calls += 1
+        called.set()
         raise RuntimeError("bus down")
 
     streamer = OutputStreamer(broken, interval_s=0)
     with caplog.at_level(logging.WARNING, logger="switchboard_tools.output"):
         streamer.feed(b"one")
-        await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            await called.wait()  # the first call has failed: "two" comes after it
         streamer.feed(b"two")
         await streamer.close()
     assert calls == 1

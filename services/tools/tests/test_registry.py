@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import Any, ClassVar
 
 import pytest
@@ -52,6 +51,10 @@ class Failing(Tool):
     }
     group: ClassVar[str] = "test"
 
+    def __init__(self) -> None:
+        self.sleeping = asyncio.Event()
+        self.cancelled = 0  # sleeps cut short
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         mode = args.get("mode")
         if mode == "tool":
@@ -59,7 +62,12 @@ class Failing(Tool):
         if mode == "argument":
             raise ArgumentError("'when' must be in the future")
         if mode == "sleep":
-            await asyncio.sleep(30)
+            self.sleeping.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
         if mode == "timeout":
             raise TimeoutError(f"upstream timed out, password={SECRET}")
         raise RuntimeError(f"connection to postgres://admin:{SECRET}@db failed")
@@ -203,17 +211,24 @@ async def test_internal_errors_are_not_leaked(
 
 async def test_timeout_is_enforced(reg: ToolRegistry, ctx: ToolContext) -> None:
     short = ToolContext(**{**ctx.__dict__, "timeout_s": 0.2})
-    started = time.monotonic()
+    failing = reg.get("failing")
+    assert isinstance(failing, Failing)
     out = await reg.execute("failing", '{"mode": "sleep"}', short)
-    assert time.monotonic() - started < 2
     assert out.is_error
     assert out.content == "Tool failing timed out after 0.2s"
-    assert out.details["error"] == "timeout"
+    assert out.details == {"error": "timeout", "timeout_s": 0.2}
+    # The tool's 30 s sleep was cut short by the deadline (without it, the sleep would have
+    # ended and the tool failed with an internal error instead).
+    assert failing.cancelled == 1
 
 
 async def test_cancellation_propagates(reg: ToolRegistry, ctx: ToolContext) -> None:
+    failing = reg.get("failing")
+    assert isinstance(failing, Failing)
     task = asyncio.create_task(reg.execute("failing", '{"mode": "sleep"}', ctx))
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(10):
+        await failing.sleeping.wait()  # the tool runs: the cancel reaches it, not the queue
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert failing.cancelled == 1

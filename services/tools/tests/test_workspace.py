@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from switchboard_tools.errors import ToolError
+from switchboard_tools.registry import ToolOutput
 from switchboard_tools.workspace import display_path, ensure_workspace, resolve_in_workspace
+
+Call = Callable[..., Awaitable[ToolOutput]]
 
 
 def test_relative_and_absolute_inside(workspace: Path) -> None:
@@ -42,14 +46,31 @@ def test_nul_and_empty_refused(workspace: Path) -> None:
         resolve_in_workspace(workspace, "")
 
 
-def test_symlinks_pointing_outside_refused(workspace: Path) -> None:
-    (workspace / "etc").symlink_to("/etc")
-    (workspace / "passwd").symlink_to("/etc/passwd")
-    (workspace / "dangling").symlink_to("/nonexistent-dir/new-file")
+async def test_symlinks_pointing_outside_refused(
+    workspace: Path, tmp_path: Path, call: Call
+) -> None:
+    # Every link leads to something that exists and that the executor could read or write
+    # (the tools run as the executor's own uid): only the check stands in between.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("outside secret")
+    (workspace / "dir").symlink_to(outside)
+    (workspace / "file").symlink_to(secret)
+    (workspace / "dangling").symlink_to(outside / "new-file")  # its directory exists
     (workspace / "up").symlink_to("..")
-    for attack in ["etc", "etc/passwd", "passwd", "dangling", "up/x", "up"]:
+    for attack in ["dir", "dir/secret.txt", "file", "dangling", "up/x", "up"]:
         with pytest.raises(ToolError, match="outside the workspace"):
             resolve_in_workspace(workspace, attack)
+    for attack in ["dir/secret.txt", "file"]:
+        out = await call("read", {"path": attack})
+        assert out.is_error and "outside the workspace" in out.content, out.content
+        assert "outside secret" not in out.content
+    for attack in ["dir/secret.txt", "dir/new-file", "file", "dangling"]:
+        out = await call("write", {"path": attack, "content": "pwned"})
+        assert out.is_error and "outside the workspace" in out.content, out.content
+    assert secret.read_text() == "outside secret"
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
 def test_symlinks_inside_allowed(workspace: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -106,6 +107,20 @@ def plan_instances(
     return instances
 
 
+def start_line(inst: Instance) -> str:
+    """The line a (re)start adds to the instance's log, shaped like the service's own lines."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    line = {
+        "ts": stamp,
+        "level": "INFO",
+        "service": inst.service.name,
+        "logger": "switchboard.supervisor",
+        "msg": f"starting {inst.name}",
+    }
+    return json.dumps(line) + "\n"
+
+
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "could not be started"
@@ -146,8 +161,7 @@ class Supervisor:
         inst.starts.append(time.monotonic())
         inst.log_file.parent.mkdir(parents=True, exist_ok=True)
         with inst.log_file.open("ab") as log:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"=== {stamp} switchboard: starting {inst.name} ===\n".encode())
+            log.write(start_line(inst).encode())
             log.flush()
             try:
                 inst.proc = await asyncio.create_subprocess_exec(

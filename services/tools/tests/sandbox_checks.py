@@ -1,0 +1,193 @@
+"""What the tools tests share so they can fail for the reason they name: skipping (locally) or
+failing (under CI) when the host cannot show what a test is about, the processes a sandbox left
+in a workspace as psutil sees them, temporary attack targets the sandbox uid could reach, and the
+grace the sandbox has to kill a command after its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import psutil
+import pytest
+
+# The dedicated uid sandboxed commands run as when the executor is root (LayeredSandbox).
+SANDBOX_UID = 65534
+# After its timeout the sandbox kills the command's group, then waits at most 5 s for the reap
+# and 0.5 s for the output pipe (Child.finish): what a reported duration_ms may exceed the
+# timeout by. A command that was not killed runs for its whole 30-60 s instead.
+KILL_GRACE_MS = 5_500.0
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip with ``reason`` on a developer machine; fail under ``CI=true``, where the host is
+    set up to show everything (root, bubblewrap, seccomp, Landlock) and a skip would hide a
+    regression."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: this must run here, not be skipped)", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        skip_or_fail(
+            f"{what}: the suite does not run as root, so the sandbox keeps the suite's own uid "
+            f"(it only switches to {SANDBOX_UID} when the executor is root)"
+        )
+
+
+def _home(proc: psutil.Process) -> str | None:
+    try:
+        return proc.environ().get("HOME")
+    except (psutil.Error, OSError):
+        return None
+
+
+def sandbox_processes(workspace: Path, uid: int | None = None) -> list[psutil.Process]:
+    """Processes a sandbox started in ``workspace`` that still exist. Running ones are found by
+    their environment (every sandboxed process starts with ``HOME=<workspace>``, and the
+    workspace is a fresh temporary directory, so other tests' processes never match); with
+    ``uid``, zombies of that uid left for this process to reap count too (they still count
+    against the uid's process limit)."""
+    me = os.getpid()
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                if uid is not None and proc.ppid() == me and proc.uids().real == uid:
+                    found.append(proc)
+                continue
+        except psutil.Error:
+            continue
+        if _home(proc) == str(workspace):
+            found.append(proc)
+    return found
+
+
+async def wait_until(
+    predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 15.0, step: float = 0.05
+) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes; whether it held. A bounded
+    wait for an event, not a statement about how long it takes."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = predicate()
+        if not isinstance(value, bool):
+            value = await value
+        if value:
+            return True
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(step)
+
+
+async def assert_all_gone(workspace: Path, uid: int | None = None) -> None:
+    """Every process the sandbox started in ``workspace`` is killed (and reaped) eventually."""
+    await wait_until(lambda: not sandbox_processes(workspace, uid))
+    left = [(p.pid, _describe(p)) for p in sandbox_processes(workspace, uid)]
+    assert left == [], f"sandboxed processes survived: {left}"
+
+
+def sandbox_commands(workspace: Path) -> list[list[str]]:
+    """The command lines of the processes running in ``workspace``'s sandbox."""
+    found = []
+    for proc in sandbox_processes(workspace):
+        try:
+            found.append(proc.cmdline())
+        except psutil.Error:
+            continue
+    return found
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.status()} {proc.cmdline()}"
+    except psutil.Error:
+        return "?"
+
+
+@dataclass(frozen=True)
+class HostTargets:
+    """Files outside any workspace that the sandbox uid could read and write if confinement
+    broke: a 0755 directory holding a 0644 file, and a 0777 directory holding a 0666 file.
+    Everything lives in a fresh directory under /tmp (never a real system file)."""
+
+    root: Path
+    readable: Path  # 0644, content READABLE_TEXT
+    writable_dir: Path  # 0777
+    writable: Path  # 0666 in writable_dir, content WRITABLE_TEXT
+
+    READABLE_TEXT = "host secret 5c1e"
+    WRITABLE_TEXT = "original content\n"
+
+    def untouched(self) -> bool:
+        return (
+            self.readable.read_text() == self.READABLE_TEXT
+            and self.writable.read_text() == self.WRITABLE_TEXT
+            and sorted(p.name for p in self.writable_dir.iterdir()) == [self.writable.name]
+        )
+
+
+@contextmanager
+def host_targets() -> Iterator[HostTargets]:
+    # Not pytest's tmp_path: its parents are private to root, so the sandbox uid could never
+    # reach a target there whatever the confinement, and the test would prove nothing.
+    root = Path(tempfile.mkdtemp(prefix="sb-host-"))
+    try:
+        root.chmod(0o755)
+        readable = root / "readable.txt"
+        readable.write_text(HostTargets.READABLE_TEXT)
+        readable.chmod(0o644)
+        writable_dir = root / "open"
+        writable_dir.mkdir()
+        writable_dir.chmod(0o777)
+        writable = writable_dir / "existing.txt"
+        writable.write_text(HostTargets.WRITABLE_TEXT)
+        writable.chmod(0o666)
+        yield HostTargets(root, readable, writable_dir, writable)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class RootOnlyTargets:
+    """A 0600 file and a 0755 directory of root's in a fresh 0755 directory under /tmp: what
+    only the sandbox's uid drop keeps a command from."""
+
+    root: Path
+    private: Path  # 0600, content PRIVATE_TEXT
+    closed: Path  # 0755
+
+    PRIVATE_TEXT = "root only 9d2b"
+
+
+@contextmanager
+def root_only_targets() -> Iterator[RootOnlyTargets]:
+    root = Path(tempfile.mkdtemp(prefix="sb-host-root-"))
+    try:
+        root.chmod(0o755)
+        private = root / "private.txt"
+        private.write_text(RootOnlyTargets.PRIVATE_TEXT)
+        private.chmod(0o600)
+        closed = root / "closed"
+        closed.mkdir()
+        closed.chmod(0o755)
+        yield RootOnlyTargets(root, private, closed)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def environ_of(pid: int) -> bytes:
+    """The environment process ``pid`` was started with, as the kernel shows it."""
+    return Path(f"/proc/{pid}/environ").read_bytes()
