@@ -10,12 +10,14 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, text_only
+from tests.lanes.pipeline import wait_settled
 from tests.support.services import ServiceProcesses, with_fake_model
 from tests.support.streams import outbound_parts as stored_parts
 
@@ -43,16 +45,8 @@ def inbound(message_id: str) -> messages_pb2.InboundMessage:
     )
 
 
-async def outbound_parts(nc: nats.NATS, wanted: int, settle_s: float) -> list[tuple[str, str]]:
+async def outbound_parts(js: JetStreamContext) -> list[tuple[str, str]]:
     """(Nats-Msg-Id, run id) of every OUTBOUND message, read without consuming them."""
-    js = nc.jetstream()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        info = await js.stream_info("OUTBOUND")
-        if info.state.messages >= wanted:
-            break
-        await asyncio.sleep(0.2)
-    await asyncio.sleep(settle_s)  # a second copy, if any, would land by now
     return [(msg_id, part.run_id) for msg_id, part in await stored_parts(js)]
 
 
@@ -70,7 +64,10 @@ async def scenario(url: str, llm: FakeLLM, log: Path) -> None:
     try:
         js = nc.jetstream()
         await bus.js_publish(js, "sb.inbound.webhook", inbound("m-1"), msg_id="webhook:acct-1:m-1")
-        first = await outbound_parts(nc, 3, settle_s=1.0)
+        # The lane delivery is acked once the run is committed and all its parts are out: a
+        # second copy of the run or of a part would be on the stream by then.
+        await wait_settled(js)
+        first = await outbound_parts(js)
         run_ids = {run for _, run in first}
         assert len(run_ids) == 1 and len(first) >= 3, first  # one run, several parts
         [run_id] = run_ids
@@ -86,9 +83,10 @@ async def scenario(url: str, llm: FakeLLM, log: Path) -> None:
         )
         lane = bus.Subjects().lane("main", session_token("main:webhook:user-7"))
         await bus.js_publish(js, lane, item, msg_id="replayed-lane-item")
-        assert await wait_log(log, "outbound parts already published")
-        await asyncio.sleep(1.0)
-        assert await outbound_parts(nc, 0, settle_s=0) == first  # nothing new
+        # Both routed, and the replayed item acked (after its republish): only then look.
+        await wait_settled(js)
+        assert await outbound_parts(js) == first  # nothing new
+        assert await wait_log(log, "outbound parts already published")  # but it did republish
         assert len(llm.calls) == calls  # and the run was not repeated
 
         sub = await js.pull_subscribe(

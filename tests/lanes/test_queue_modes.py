@@ -1,10 +1,10 @@
 """Queue modes against the real services: `steer` injects a message into the active run before
 its next model call; `interrupt` aborts the active run (and its tool call in flight) and starts
-on the new message."""
+on the new message. The agent runs with SB_QUEUE_MODE=collect, so each mode here is the
+session's override winning over the agent's default (which a control session shows in force)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.lanes.pipeline import settle
 from tests.support.services import ServiceProcesses, with_fake_model
 
 
@@ -31,7 +32,7 @@ def script(req: FakeRequest) -> Reply:
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    env = {"SB_EXEC_ALLOWLIST": '["sleep", "echo"]'}
+    env = {"SB_EXEC_ALLOWLIST": '["sleep", "echo"]', "SB_QUEUE_MODE": "collect"}
     with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
         yield procs
 
@@ -60,11 +61,15 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0) -> bool:
     return False
 
 
-def sleeps() -> list[psutil.Process]:
+def sleeps(services: ServiceProcesses) -> list[psutil.Process]:
+    """The `sleep 30` processes the tools service runs (not another test's on this machine)."""
     found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if (p.info["cmdline"] or [])[-2:] == ["sleep", "30"]:
-            found.append(p)
+    for p in psutil.Process(services.procs["tools"].pid).children(recursive=True):
+        try:
+            if p.cmdline()[-2:] == ["sleep", "30"]:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
     return found
 
 
@@ -93,14 +98,28 @@ def test_steer_injects_into_the_active_run(services: ServiceProcesses) -> None:
     assert [c.request.last_user_text for c in llm.calls] == ["first", "second", "second"]
 
 
+def user_texts(message: dict) -> list[str]:
+    return [b["text"] for b in message["content"] if b["type"] == "text"]
+
+
 def test_interrupt_aborts_the_run_and_its_tool_call(services: ServiceProcesses) -> None:
-    key = "main:modes:interrupt"
+    """The session's `interrupt` beats the agent's `collect`: the newer message aborts the run
+    in its tool call (two runs, the first closed by an "interrupted" tool result). Under the
+    agent's collect the sleep would run its 30 s; a control session without an override, fed
+    two quick messages, shows collect in force (one run answering both)."""
+    key, control = "main:modes:interrupt", "main:modes:agent-default"
     with client(services) as c:
-        c.patch(f"/api/sessions/{key}", json={"queue_mode": "interrupt"})
+        patched = c.patch(f"/api/sessions/{key}", json={"queue_mode": "interrupt"}).json()
+        assert patched["queue_mode"] == "interrupt"
+        for text in ("one", "two"):  # well inside collect's 2 s window
+            assert c.post(f"/api/sessions/{control}/messages", json={"text": text}).is_success
         c.post(f"/api/sessions/{key}/messages", json={"text": "slow"})
-        assert wait_for(lambda: bool(sleeps())), "the slow tool call never started"
+        assert wait_for(lambda: bool(sleeps(services))), "the slow tool call never started"
         c.post(f"/api/sessions/{key}/messages", json={"text": "fast"})
-        assert wait_for(lambda: not sleeps(), timeout=10), "the tool call was not cancelled"
+        # (Below the sleep's 30 s; a sleep that ended on its own leaves no "interrupted" result.)
+        assert wait_for(lambda: not sleeps(services), timeout=25), (
+            "the tool call was not cancelled: the session's interrupt did not apply"
+        )
         assert wait_for(
             lambda: (
                 history(c, key)[-1:]
@@ -108,11 +127,18 @@ def test_interrupt_aborts_the_run_and_its_tool_call(services: ServiceProcesses) 
                 and history(c, key)[-1]["content"][0].get("text") == "done: fast"
             )
         )
+        settle(services.env["SB_NATS_URL"])  # every message routed and answered
         messages = history(c, key)
+        defaults = history(c, control)
     runs = list(dict.fromkeys(m["run_id"] for m in messages))
     assert len(runs) == 2
     first = [m for m in messages if m["run_id"] == runs[0]]
     result = first[-1]["content"][0]
     assert result["type"] == "tool_result" and result["is_error"]
     assert "interrupted" in result["content"]
-    assert os.environ.get("SB_QUEUE_MODE") is None  # the mode came from the session override
+    second = [m for m in messages if m["run_id"] == runs[1]]
+    assert user_texts(second[0]) == ["fast"]
+    # The agent's default in these services is collect: one run answered both messages.
+    assert len({m["run_id"] for m in defaults}) == 1, defaults
+    assert user_texts(defaults[0]) == ["one", "two"], defaults
+    assert defaults[-1]["role"] == "assistant", defaults

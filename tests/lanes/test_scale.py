@@ -17,16 +17,19 @@ from typing import Any
 
 import httpx
 import nats
+import psutil
 import pytest
 
 from switchboard import bus
 from switchboard.embedded import free_port
 from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, RecordedCall, tool_then_text
+from tests.lanes.pipeline import settle
 from tests.support.stack import Stack, start_stack, stop_stack
 from tests.support.streams import outbound_parts
 
 SESSION = re.compile(r"Session: (\S+)\. ")
+LEAK_CANARY = "SB_TEST_LEAK_CANARY"  # set in this process while the stack starts
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +45,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[St
         "OPENAI_BASE_URL": f"{llm.base_url}/v1",
         "SB_NATS_PORT": str(free_port()),  # known, so a test can publish as a channel would
     }
-    stack = start_stack(
-        tmp_path_factory.mktemp("lanes"), env, args=["--scale", "agent=2", "--scale", "tools=2"]
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(LEAK_CANARY, "1")  # as a developer's own SB_* settings would be
+        stack = start_stack(
+            tmp_path_factory.mktemp("lanes"), env, args=["--scale", "agent=2", "--scale", "tools=2"]
+        )
     stack.nats_url = f"nats://127.0.0.1:{env['SB_NATS_PORT']}"  # type: ignore[attr-defined]
     yield stack
     left = stop_stack(stack)
@@ -177,6 +182,16 @@ def assert_exactly_once_in_order(transcripts: dict, per_session: int) -> None:
         assert len(finals) == per_session, key  # one reply per message, none twice
 
 
+def test_the_stack_sees_only_the_settings_the_test_gives_it(stack: Stack) -> None:
+    """tests/support/stack.py strips the test process's SB_* (and model) variables: a
+    developer's SB_QUEUE_MODE or SB_MAX_ITERATIONS would change what these tests measure."""
+    pids = {"launcher": stack.proc.pid, **stack.pids()}
+    environs = {name: psutil.Process(pid).environ() for name, pid in pids.items()}
+    assert environs["agent-0"].get("OPENAI_API_KEY") == "sk-test"  # the test's own env arrives
+    leaked = sorted(name for name, environ in environs.items() if LEAK_CANARY in environ)
+    assert not leaked, f"{LEAK_CANARY} from the test process reached {leaked}"
+
+
 @pytest.mark.timeout(600)
 def test_200_sessions_x_10_messages_on_two_replicas(stack: Stack, llm: FakeLLM) -> None:
     llm.reset()
@@ -214,8 +229,10 @@ def test_sigkill_of_an_agent_replica_loses_and_duplicates_nothing(
         transcripts = wait_answered(stack, llm, sessions, 4, timeout=240)
         assert_exactly_once_in_order(transcripts, 4)
         assert stack.pids()["agent-0"] != victim  # the launcher restarted it
-        # Channel replies went out exactly once: one run's parts, each part once.
-        time.sleep(2.0)  # a republish by a redelivered item would have landed by now
+        # Channel replies went out exactly once: one run's parts, each part once. Every lane
+        # delivery acked first: the victim's come back after the ack wait and are acked only
+        # after a republish of their committed replies, which would land here as duplicates.
+        settle(stack.nats_url)  # type: ignore[attr-defined]
         replies = asyncio.run(outbound_replies(stack))
         for key in on_channel:
             for i in range(4):

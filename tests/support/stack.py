@@ -26,6 +26,18 @@ MODEL_VARS = (
     "SB_GATEWAY_TOKEN",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 )
+# Settings a developer's shell may hold (SB_QUEUE_MODE, SB_MAX_ITERATIONS, a model, a collector)
+# never reach a stack a test starts: only what the test passes in ``env`` does.
+NOT_INHERITED_PREFIXES = ("SB_", "OPENAI_", "ANTHROPIC_", "OTEL_")
+
+
+def inherited_env() -> dict[str, str]:
+    """The test process's environment minus every Switchboard, model and telemetry setting."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(NOT_INHERITED_PREFIXES) and k not in MODEL_VARS
+    }
 
 
 @dataclass
@@ -55,7 +67,7 @@ def start_stack(
     """Run `switchboard up` in ``home``; ``args`` are appended (e.g. ``["--scale", "agent=2"]``)."""
     port = free_port()
     token = "test-token-" + os.urandom(8).hex()
-    full_env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
+    full_env = inherited_env()
     full_env.update({"SB_GATEWAY_TOKEN": token, "SB_LOG_LEVEL": "INFO", **env})
     cmd = [
         str(Path(sys.executable).parent / "switchboard"),

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import grpc
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -20,7 +20,7 @@ from switchboard.telemetry import extract_context
 from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
 
 from . import approvals_api, events_api, openai_api, sessions_api, status_page
-from .auth import require_token
+from .auth import TokenAuth
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
 from .config import GatewaySettings
@@ -108,7 +108,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,  # served below, behind the token
+        openapi_url=None,  # served below, behind the token like every route but the public ones
     )
     app.state.settings = settings
     app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
@@ -128,13 +128,7 @@ def create_app(
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    app.add_api_route(
-        "/openapi.json",
-        openapi,
-        methods=["GET"],
-        include_in_schema=False,
-        dependencies=[Depends(require_token)],
-    )
+    app.add_api_route("/openapi.json", openapi, methods=["GET"], include_in_schema=False)
     app.include_router(openai_api.router)
     app.include_router(sessions_api.router)
     app.include_router(events_api.router)
@@ -142,5 +136,6 @@ def create_app(
     if channels:
         app.include_router(channel_routes.router)
     install_error_handlers(app)
-    app.add_middleware(TraceMiddleware)
+    app.add_middleware(TokenAuth, token=settings.gateway_token.get_secret_value())
+    app.add_middleware(TraceMiddleware)  # outermost: refused requests are traced and counted
     return app

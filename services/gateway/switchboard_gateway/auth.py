@@ -1,19 +1,54 @@
-"""Bearer-token authentication for every endpoint but health, readiness and metrics."""
+"""Bearer-token authentication of every endpoint but the public ones, checked before anything
+else of a request is read (its body included)."""
 
 from __future__ import annotations
 
 import hmac
 
-from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import ApiError
+from .errors import error_body
+
+PUBLIC = frozenset({"/", "/healthz", "/readyz", "/metrics"})
+# Channel webhooks are authenticated by the platform's own signature or secret.
+PLATFORM_AUTHENTICATED = "/channels/"
 
 
-def require_token(request: Request) -> None:
-    expected: str = request.app.state.settings.gateway_token.get_secret_value()
-    header = request.headers.get("authorization", "")
+def is_public(path: str) -> bool:
+    return path in PUBLIC or path.startswith(PLATFORM_AUTHENTICATED)
+
+
+def token_problem(header: str, expected: str) -> str | None:
+    """Why ``Authorization: <header>`` does not carry the gateway token; None when it does."""
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise ApiError(401, "Missing bearer token: send 'Authorization: Bearer <gateway token>'.")
+    if scheme.lower() != "bearer" or not token.strip():
+        return "Missing bearer token: send 'Authorization: Bearer <gateway token>'."
     if not hmac.compare_digest(token.strip().encode(), expected.encode()):
-        raise ApiError(401, "Invalid bearer token.", code="invalid_api_key")
+        return "Invalid bearer token."
+    return None
+
+
+class TokenAuth:
+    """ASGI middleware: 401 in OpenAI's error shape unless the request carries the token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not is_public(scope["path"]):
+            header = next(
+                (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), ""
+            )
+            problem = token_problem(header, self.token)
+            if problem is not None:
+                code = "invalid_api_key" if problem.startswith("Invalid") else None
+                response = JSONResponse(
+                    error_body(401, problem, code),
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

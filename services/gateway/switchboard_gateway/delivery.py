@@ -48,23 +48,38 @@ class Delivery:
     async def _deliver(
         self, adapter: ChannelAdapter, msg: Msg, part: messages_pb2.OutboundMessage
     ) -> None:
+        attempt = msg.metadata.num_delivered
         try:
             for message in adapter.format(part):
                 await adapter.send(part.account, message)
         except RetryLater as exc:
-            if msg.metadata.num_delivered >= self.max_attempts:
-                self._dead_letter(adapter, part, f"still failing: {exc.reason}")
-                await msg.term()
-                return
-            OUTBOUND.labels(adapter.name, "retry").inc()
-            await msg.nak(delay=exc.retry_after_s)
+            await self._retry(adapter, msg, part, exc.reason, exc.retry_after_s)
             return
         except Undeliverable as exc:
             self._dead_letter(adapter, part, str(exc))
             await msg.term()
             return
+        except Exception as exc:  # the adapter failed unexpectedly: retried like a 5xx
+            log.exception("sending a reply part to %s failed", adapter.name)
+            await self._retry(adapter, msg, part, type(exc).__name__, min(2.0**attempt, 60.0))
+            return
         await msg.ack()
         OUTBOUND.labels(adapter.name, "sent").inc()
+
+    async def _retry(
+        self,
+        adapter: ChannelAdapter,
+        msg: Msg,
+        part: messages_pb2.OutboundMessage,
+        reason: str,
+        delay_s: float,
+    ) -> None:
+        if msg.metadata.num_delivered >= self.max_attempts:
+            self._dead_letter(adapter, part, f"still failing: {reason}")
+            await msg.term()
+            return
+        OUTBOUND.labels(adapter.name, "retry").inc()
+        await msg.nak(delay=delay_s)
 
     def _dead_letter(
         self, adapter: ChannelAdapter, part: messages_pb2.OutboundMessage, why: str

