@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import executor, floors, procs, report
+from tests.bench import executor, floors, modes, procs, report
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -24,7 +24,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # unwinds through every finally: stacks and the fake are stopped
 
 
-def run(plan: Plan, with_profile: bool) -> dict[str, Any]:
+def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
     started = time.monotonic()
     results: dict[str, Any] = {
         "schema": 1,
@@ -38,6 +38,9 @@ def run(plan: Plan, with_profile: bool) -> dict[str, Any]:
             "turns_per_session": plan.turns_per_session,
             "levels": [{"concurrent_sessions": c, "sessions": s} for c, s in plan.levels],
             "replicas": list(plan.replicas),
+            "stack_args": ["--processes", "--scale", "agent=N"],  # the agent=N stacks, as before
+            "modes": {mode: list(args) for mode, args in modes.MODES.items()},
+            "warm_starts": plan.warm_starts,
             "model": "fake (tests.fakes.llm, tool_then_text, OpenAI wire format, own process)",
             "turn": "POST /v1/chat/completions, non-streaming, one tool call then text",
         },
@@ -56,6 +59,9 @@ def run(plan: Plan, with_profile: bool) -> dict[str, Any]:
             if "floors" in stack:
                 results["floors"] = stack.pop("floors")
             results["stacks"][f"agent={replicas}"] = stack
+        results["modes"] = modes.bench_modes(plan, fake, model["p50"], _say)
+        if baseline:
+            results["modes_baseline"] = baseline
         results["executor"] = executor.bench_executors(plan, fake, _say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
@@ -77,13 +83,22 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="also run a traced stack: where a turn's time goes"
     )
     parser.add_argument("--out", default="bench-results", help="output dir (default: %(default)s)")
+    parser.add_argument(
+        "--baseline",
+        metavar="JSON",
+        help="an earlier latest.json to compare the embedded modes with "
+        "(default: OUT/latest.json as it was before this run)",
+    )
     args = parser.parse_args(argv)
     plan = Plan.short() if args.quick else Plan.full()
     out_dir = Path(args.out)
+    baseline = modes.baseline(Path(args.baseline) if args.baseline else out_dir / "latest.json")
+    if args.baseline and baseline is None:
+        parser.error(f"--baseline {args.baseline}: not a latest.json with figures to compare")
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     try:
-        results = run(plan, args.profile)
+        results = run(plan, args.profile, baseline)
     except KeyboardInterrupt:
         _say("interrupted; everything it started is stopped, no results written")
         return 130

@@ -1,5 +1,6 @@
-"""Executor phases of ``make bench``: tool-executor throughput on `switchboard up --scale tools=N`
-stacks (1 and 2 replicas), and the per-call sandbox overhead of ``exec`` in process.
+"""Executor phases of ``make bench``: tool-executor throughput on `switchboard up --processes
+--scale tools=N` stacks (1 and 2 replicas), and the per-call sandbox overhead of ``exec`` in
+process.
 
 Throughput: ToolCalls go straight onto JetStream (no agent, no model), ``tool_in_flight`` at a
 time, more than the executors' slots. ``get_time`` is pure Python: its rate is the executor's own
@@ -70,7 +71,9 @@ def bench_executors(
 
 def _tools_stack(plan: Plan, fake: procs.FakeModel, replicas: int, say: Say) -> dict[str, Any]:
     name = f"tools={replicas}"
-    out: dict[str, Any] = {"args": ["--scale", name], "cpu_s": {}, "throughput": {}}
+    # --processes: one executor process per replica (`--scale tools=1` alone now runs every
+    # service in the launcher's process), its environment and pid as before
+    out: dict[str, Any] = {"args": ["--processes", "--scale", name], "cpu_s": {}, "throughput": {}}
     with fresh_home() as home:
         home.chmod(0o711)  # executors under root run commands as nobody: it must reach workspaces
         out["quiet_check"] = quiet = procs.wait_for_quiet(plan.quiet_wait_s)
@@ -151,8 +154,8 @@ def markdown(e: dict[str, Any]) -> list[str]:
         "## Tool executor throughput",
         "",
         f"ToolCalls published straight onto JetStream (`sb.tools.call.default`), {c['in_flight']} "
-        "in flight, results on `sb.tools.result.<run>`; one `switchboard up --scale tools=N` "
-        f"stack per row. `get_time` = the executor's own cost per call; `exec` = "
+        "in flight, results on `sb.tools.result.<run>`; one `switchboard up --processes "
+        f"--scale tools=N` stack per row. `get_time` = the executor's own cost per call; `exec` = "
         f"`{c['exec_command']}` ({c['exec_file_bytes'] // 1024} KiB file, allowlist mode) under "
         "the executor's sandbox layers. *executor ms* = time inside the executor (decode to "
         "result published); executor CPU includes its sandboxed commands.",

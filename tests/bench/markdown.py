@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from tests.bench import executor as executor_mod
+from tests.bench import modes as modes_mod
 from tests.bench import profile as profile_mod
 from tests.bench.load import EXACT
 
@@ -27,8 +28,10 @@ def render(r: dict[str, Any]) -> list[str]:
         + (f" + {dirty} uncommitted change(s)" if dirty else "")
         + (" · **--quick**" if r["config"]["quick"] else ""),
         "",
-        "Embedded stack (`switchboard up`), fake model in its own process answering instantly "
-        "with one tool call, then text. Sequential turns each use a fresh session. "
+        "Embedded stack (`switchboard up --processes --scale agent=N` for the agent=N stacks: one "
+        "process per service, as in earlier runs; the default one-process mode is compared in "
+        "*Embedded modes*), fake model in its own process answering instantly with one tool "
+        "call, then text. Sequential turns each use a fresh session. "
         f"Load average at start: {m['load_avg_1m_at_start']}; *other programs* = cores kept "
         "busy by processes that are not part of the benchmark (they slow it down).",
         "",
@@ -47,6 +50,7 @@ def render(r: dict[str, Any]) -> list[str]:
             f"**Warning:** other programs kept cores busy during {', '.join(busy)}; those "
             "figures are worse than this machine can do. Rerun on a quiet machine.",
         ]
+    lines += modes_mod.markdown(r)
     model = r["model_floor_ms"]
     lines += [
         "",
@@ -123,6 +127,10 @@ def _contended(r: dict[str, Any]) -> list[str]:
         for phase, cpu in stack.get("cpu_s", {}).items():
             if cpu.get("wall_s") and cpu["other processes"] / cpu["wall_s"] > CONTENDED_CORES:
                 busy.append(f"{name} {phase}")
+    for mode, m in (r.get("modes") or {}).items():
+        for phase, cpu in m.get("cpu_s", {}).items():
+            if cpu.get("wall_s") and cpu["other processes"] / cpu["wall_s"] > CONTENDED_CORES:
+                busy.append(f"{mode} {phase}")
     return busy + executor_mod.contended(r.get("executor", {}), CONTENDED_CORES)
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -221,3 +222,96 @@ def wait_for_quiet(max_wait_s: float, busy_cores: float = 0.25) -> dict[str, flo
         waited = time.monotonic() - start
         if busy < busy_cores or waited >= max_wait_s:
             return {"busy_cores": round(busy, 2), "waited_s": round(waited, 1)}
+
+
+# --------------------------------------------------------------------------- the whole stack
+
+CORE = ("launcher", "nats", "postgres")  # pid files every embedded mode writes
+
+
+def service_instances(stack: Stack) -> list[str]:
+    """The pid files of service processes (``agent-0``...); none when the launcher hosts the
+    services itself (``switchboard up`` without ``--processes``)."""
+    return sorted(name for name in stack.pids() if name not in CORE)
+
+
+def stack_processes(stack: Stack) -> dict[str, list[psutil.Process]]:
+    """Every process of the stack, once, by the pid file it is found under: the launcher, each
+    service process, nats-server, the PostgreSQL postmaster with all its backends and helpers
+    (``postgres``); a process running for this home that none of them leads to: ``other``."""
+    pids = {"launcher": stack.proc.pid, **stack.pids()}
+    # The launcher last: nats-server (and, when the launcher became a subreaper, the
+    # postmaster) are its children too, but belong to their own pid file.
+    order = [*(n for n in pids if n not in CORE), "postgres", "nats", "launcher"]
+    seen: set[int] = set()
+    groups: dict[str, list[psutil.Process]] = {}
+    for name in order:
+        if name not in pids:  # the postmaster's pid file comes once PostgreSQL is up
+            continue
+        try:
+            root = psutil.Process(pids[name])
+            family = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        groups[name] = [p for p in family if p.pid not in seen]
+        seen.update(p.pid for p in groups[name])
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.info["pid"] not in seen and str(stack.home) in cmdline:
+            groups.setdefault("other", []).append(proc)
+            seen.add(proc.info["pid"])
+    return groups
+
+
+def pss_mb(stack: Stack) -> dict[str, Any]:
+    """PSS (MiB) summed over every process of the stack (:func:`stack_processes`), and per
+    pid file. PSS charges each shared page to the processes mapping it in equal parts, so the
+    sum counts PostgreSQL's shared buffers and the stack's libraries about once; pages also
+    mapped by processes outside the stack (this benchmark and the fake model run the same
+    Python and libraries) are partly charged to those. USS (private pages only: a floor) and
+    RSS (shared pages once per process: a ceiling) are summed alongside."""
+    by: dict[str, dict[str, float]] = {}
+    total = {"pss": 0, "uss": 0, "rss": 0}
+    count = 0
+    for name, family in stack_processes(stack).items():
+        mine = {"pss": 0, "uss": 0, "rss": 0}
+        procs = 0
+        for proc in family:
+            with contextlib.suppress(psutil.Error):  # a backend may exit while we look
+                info = proc.memory_full_info()
+                mine = {k: v + getattr(info, k) for k, v in mine.items()}
+                procs += 1
+        by[name] = {"pss_mb": round(mine["pss"] / 2**20, 1), "procs": procs}
+        total = {k: v + mine[k] for k, v in total.items()}
+        count += procs
+    return {
+        "pss_mb": round(total["pss"] / 2**20, 1),
+        "uss_mb": round(total["uss"] / 2**20, 1),
+        "rss_mb": round(total["rss"] / 2**20, 1),
+        "processes": count,
+        "by_pid_file": by,
+    }
+
+
+def settle(stack: Stack, max_s: float = 10.0, cores: float = 0.1) -> float:
+    """After ready: wait, at most ``max_s``, until the stack's processes together use fewer
+    than ``cores`` cores over half a second (start-up work done); the seconds waited."""
+    start = time.monotonic()
+
+    def cpu() -> dict[int, float]:
+        times: dict[int, float] = {}
+        for family in stack_processes(stack).values():
+            for proc in family:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    times[proc.pid] = t.user + t.system
+        return times
+
+    while True:
+        before = cpu()
+        time.sleep(0.5)
+        after = cpu()
+        used = sum(after[pid] - before[pid] for pid in after.keys() & before.keys())
+        waited = time.monotonic() - start
+        if used / 0.5 < cores or waited >= max_s:
+            return round(waited, 1)

@@ -13,6 +13,7 @@ from typing import Any
 from tests.bench.executor import clean_run
 from tests.bench.load import EXACT
 from tests.bench.markdown import render
+from tests.bench.modes import targets as modes_targets
 from tests.bench.procs import REPO
 
 P50_TARGET_MS = 15.0
@@ -118,6 +119,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "verdict": "n/a" if not runs else ("PASS" if not bad else "MISS"),
         }
     )
+    # The embedded modes (one-process is the default): after the rows above, which keep their
+    # order and meaning.
+    for t in modes_targets(results.get("modes") or {}):
+        rows.append({k: v for k, v in t.items() if k != "key"})
     return rows
 
 

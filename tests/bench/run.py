@@ -37,6 +37,8 @@ class Plan:
     exec_calls: int = 400  # per executor stack
     tool_in_flight: int = 32  # calls in flight (each executor runs 8 at once by default)
     sandbox_calls: int = 200  # exec calls per sandbox variant (in process)
+    warm_starts: int = 3  # embedded modes: starts of the same home after the first (median)
+    settle_s: float = 10.0  # embedded modes: wait at most this long for an idle stack
 
     @classmethod
     def full(cls) -> Plan:
@@ -68,10 +70,13 @@ class Plan:
             get_time_calls=1500,
             exec_calls=100,
             sandbox_calls=40,
+            warm_starts=2,
+            settle_s=5.0,
         )
 
 
 Say = Callable[[str], None]
+PROFILE_ARGS = ("--processes",)
 
 
 @contextlib.contextmanager
@@ -106,8 +111,10 @@ def _restarts(before: dict[str, int], after: dict[str, int]) -> dict[str, str]:
 def bench_stack(
     plan: Plan, fake: procs.FakeModel, replicas: int, model_ms: float, say: Say, with_floors: bool
 ) -> dict[str, Any]:
-    """Everything measured on one `switchboard up --scale agent=N`."""
-    out: dict[str, Any] = {"args": ["--scale", f"agent={replicas}"], "cpu_s": {}}
+    """Everything measured on one `switchboard up --processes --scale agent=N`: one process
+    per service, as before one-process mode became the default (so the figures stay comparable
+    to earlier runs; the modes are compared in :mod:`tests.bench.modes`)."""
+    out: dict[str, Any] = {"args": ["--processes", "--scale", f"agent={replicas}"], "cpu_s": {}}
     name = f"agent={replicas}"
     with fresh_home() as home:
         out["quiet_check"] = quiet = procs.wait_for_quiet(plan.quiet_wait_s)
@@ -199,13 +206,14 @@ def _settled(receiver: OtlpReceiver, cap_s: float = 10.0) -> list[Any]:
 
 
 def bench_profile(plan: Plan, fake: procs.FakeModel, say: Say) -> dict[str, Any]:
-    """A separate 1-agent stack exporting spans: sequential turns, then 100 sessions at once."""
+    """A separate 1-agent stack exporting spans (`--processes`, as before one-process mode
+    became the default): sequential turns, then 100 sessions at once."""
     out: dict[str, Any] = {}
     with OtlpReceiver() as receiver, fresh_home() as home:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
         out["quiet_check"] = procs.wait_for_quiet(plan.quiet_wait_s)
         say("[profile] starting a traced stack")
-        stack = procs.launch_stack(home, fake, (), extra_env=env)
+        stack = procs.launch_stack(home, fake, PROFILE_ARGS, extra_env=env)
         try:
             load.sequential_turns(stack, plan.profile_turns, tag="prof", warmup=5)
             before = _settled(receiver)
