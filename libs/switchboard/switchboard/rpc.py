@@ -211,7 +211,14 @@ def channel(target: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(
         target,
         interceptors=[_UnaryUnary(), _UnaryStream(), _StreamUnary(), _StreamStream()],
-        options=[("grpc.lb_policy_name", "round_robin")],
+        options=[
+            ("grpc.lb_policy_name", "round_robin"),
+            # gRPC waits 1 s (doubling to 2 min) before reconnecting to a server that was not
+            # up yet: a system starting or a replica restarting is found sooner than that.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 5000),
+        ],
     )
 
 

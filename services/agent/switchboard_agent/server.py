@@ -31,6 +31,8 @@ LANE_ACK_WAIT_S = 15.0
 
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
+        # The provider's SDK loads (a third of a second) while the database connects.
+        choosing = asyncio.create_task(asyncio.to_thread(choose_model, settings))
         pool = await rt.database(SCHEMA, MIGRATIONS)
         store = SessionStore(pool)
         rules = settings.tool_rules()
@@ -51,7 +53,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             ),
         )
 
-        model, no_model_reply = choose_model(settings)
+        model, no_model_reply = await choosing
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
         runner = Runner(
             rt.nc,

@@ -5,6 +5,7 @@ A layer whose probe fails is reported as unavailable with the reason, never assu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -75,30 +76,32 @@ async def probe_layers(sandbox: LayeredSandbox, bwrap_path: str | None = "bwrap"
                 layers.status[name] = "unavailable: nothing to measure it with"
             return sandbox
 
-        layers.status["seccomp"] = await _try(
-            sandbox, workspace, {"seccomp": True}, frozenset({"seccomp"}), network=False
-        )
-        layers.seccomp = layers.status["seccomp"] == "ok"
-
-        abi = _landlock_abi()
-        layers.landlock_abi = abi
-        status = await _try(sandbox, workspace, {"landlock": True}, frozenset({"landlock"}))
-        layers.status["landlock"] = status if abi else "unavailable: kernel has no landlock"
-        if status != "ok":
-            layers.landlock_abi = 0
-
+        # The layers are probed at once (each run enables only its own layer).
+        layers.landlock_abi = _landlock_abi()
         bwrap = shutil.which(bwrap_path) if bwrap_path else None
-        if bwrap is None:
-            layers.status["namespaces"] = f"unavailable: bubblewrap not found ({bwrap_path})"
-        else:
-            layers.bwrap = bwrap
-            layers.status["namespaces"] = await _try(
-                sandbox, workspace, {"namespaces": True}, frozenset({"namespaces"}), network=False
-            )
-            if layers.status["namespaces"] != "ok":
-                layers.bwrap = None
+        layers.bwrap = bwrap
+        seccomp, landlock, namespaces = await asyncio.gather(
+            _try(sandbox, workspace, {"seccomp": True}, frozenset({"seccomp"}), network=False),
+            _try(sandbox, workspace, {"landlock": True}, frozenset({"landlock"})),
+            _try(sandbox, workspace, {"namespaces": True}, frozenset({"namespaces"}), network=False)
+            if bwrap is not None
+            else _unavailable(f"bubblewrap not found ({bwrap_path})"),
+        )
+        layers.status["seccomp"] = seccomp
+        layers.seccomp = seccomp == "ok"
+        abi = layers.landlock_abi
+        layers.status["landlock"] = landlock if abi else "unavailable: kernel has no landlock"
+        if landlock != "ok":
+            layers.landlock_abi = 0
+        layers.status["namespaces"] = namespaces
+        if namespaces != "ok":
+            layers.bwrap = None
     log.info("sandbox layers probed", extra={"isolation": sandbox.attestation()})
     return sandbox
+
+
+async def _unavailable(reason: str) -> str:
+    return f"unavailable: {reason}"
 
 
 def _landlock_abi() -> int:
