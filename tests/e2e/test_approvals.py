@@ -307,12 +307,26 @@ def test_approval_expires_without_a_decision(expiring: ServiceProcesses) -> None
 
 
 def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -> None:
+    """Each line reaches the client as an update while the command still runs: the command
+    waits for a file that the test creates only after it saw the line before (a handshake,
+    so no timing is assumed)."""
     key = "main:approvals:stream"
+    workspace = Path(services.env["SB_WORKSPACES_DIR"]) / "main"
+    wait = "while [ ! -e {0} ]; do sleep 0.05; done"
+    command = f"echo line1; {wait.format('go1')}; echo line2; {wait.format('go2')}; echo line3"
     with client(services) as c:
         events = tap(services, key)
         try:
-            command = "for i in 1 2 3; do echo line$i; sleep 0.4; done"
             c.post(f"/api/sessions/{key}/messages", json={"text": f"sh: {command}"})
+            for line, go in (("line1\n", "go1"), ("line2\n", "go2")):
+                wait_for(
+                    lambda line=line: (
+                        line in "".join(e["text"] for e in events.find("tool", "update"))
+                    ),
+                    what=f"{line.strip()} as an update before the command ended",
+                )
+                assert not events.find("tool", "result")  # the command is still running
+                (workspace / go).touch()
             events.wait("lifecycle", "end")
         finally:
             events.close()
@@ -320,7 +334,7 @@ def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -
     phases = [e["phase"] for e in tool]
     assert phases[0] == "start" and phases[-1] == "result", phases
     updates = [e["text"] for e in tool if e["phase"] == "update"]
-    assert len(updates) >= 2, tool  # the lines came while the command ran, not in one piece
+    assert len(updates) >= 3, tool  # one piece per line at least: each came while it ran
     assert "".join(updates) == "line1\nline2\nline3\n"
     assert tool[-1]["text"] == "line1\nline2\nline3\n"
     seqs = [e["seq"] for e in events.events if e["run_id"] == tool[0]["run_id"]]
