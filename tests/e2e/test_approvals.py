@@ -319,12 +319,11 @@ def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -
         try:
             c.post(f"/api/sessions/{key}/messages", json={"text": f"sh: {command}"})
             for line, go in (("line1\n", "go1"), ("line2\n", "go2")):
-                wait_for(
-                    lambda line=line: (
-                        line in "".join(e["text"] for e in events.find("tool", "update"))
-                    ),
-                    what=f"{line.strip()} as an update before the command ended",
-                )
+
+                def streamed(line: str = line) -> bool:
+                    return line in "".join(e["text"] for e in events.find("tool", "update"))
+
+                wait_for(streamed, what=f"{line.strip()} as an update before the command ended")
                 assert not events.find("tool", "result")  # the command is still running
                 (workspace / go).touch()
             events.wait("lifecycle", "end")

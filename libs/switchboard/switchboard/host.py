@@ -136,6 +136,9 @@ class Host:
                     continue  # restart() asked for it
                 problem = "returned before it was told to stop"
             except Exception as exc:
+                if self.stopping.is_set():  # e.g. stopped while it waited for a dependency
+                    log.info("%s stopped before it had started (%s)", name, exc)
+                    return
                 if not self.restart_failed:
                     raise
                 problem = f"failed: {exc}"

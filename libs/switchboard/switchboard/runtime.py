@@ -30,7 +30,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from . import backlog, bus, rpc
-from .errors import ConfigError, DependencyUnavailable
+from .errors import ConfigError, DependencyUnavailable, SwitchboardError
 from .ops import OpsServer, Readiness
 from .registry import Service
 from .settings import CommonSettings, DatabaseSettings
@@ -39,6 +39,11 @@ from .telemetry import enter_service, setup_telemetry
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+
+class Stopped(SwitchboardError):
+    """The service was told to stop before it had started."""
 
 
 class ServiceRuntime:
@@ -120,9 +125,12 @@ class ServiceRuntime:
             return bool(pools) and await pools[0].fetchval("SELECT 1") == 1
 
         self.readiness.add("postgres", postgres_ok)
-        pool = await create_pool(
-            self.settings.database_url.get_secret_value(),
-            max_size=self.settings.database_pool_max,
+        pool = await self.unless_stopped(
+            create_pool(
+                self.settings.database_url.get_secret_value(),
+                max_size=self.settings.database_pool_max,
+            ),
+            "waiting for PostgreSQL",
         )
         self.stack.push_async_callback(pool.close)
         await migrate(pool, schema, migrations)
@@ -179,6 +187,22 @@ class ServiceRuntime:
 
         self.stack.push_async_callback(stop)
         return worker
+
+    async def unless_stopped(self, work: Awaitable[T], what: str) -> T:
+        """``work`` (a wait of the start-up, such as for a database that is not up yet),
+        abandoned with :class:`Stopped` if the service is told to stop meanwhile."""
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise Stopped(f"{self.name} was told to stop while {what}")
 
     def background(self, work: Awaitable[None], name: str) -> asyncio.Task[None]:
         """Run ``work`` until it ends or the service stops (then it is cancelled)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from prometheus_client import REGISTRY
 
 from switchboard import bus, registry, rpc
 from switchboard.errors import ConfigError, DependencyUnavailable
-from switchboard.runtime import ServiceRuntime, service_ready
+from switchboard.runtime import ServiceRuntime, Stopped, service_ready
 from switchboard.settings import CommonSettings
 from switchboard.v1 import messages_pb2, sessions_pb2, sessions_pb2_grpc
 from switchboard_agent.config import AgentSettings
@@ -231,6 +232,29 @@ async def test_database_migrates_and_reports_postgres_ready(
         assert [r["version"] for r in rows] == [m.version for m in MIGRATIONS]
     # stopping the service closed its pool: postgres no longer counts as ready
     assert (await rt.readiness.evaluate(timeout=10))["postgres"] is False
+
+
+async def test_a_stop_ends_the_wait_for_a_database_that_is_not_up(nats_url: str) -> None:
+    """Waiting for PostgreSQL at start-up (a minute at most) gives way to a stop: a service
+    told to stop while its database is down ends at once instead of ignoring the stop."""
+    stop = asyncio.Event()
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://postgres@127.0.0.1:{closed.getsockname()[1]}/postgres"
+    settings = AgentSettings.from_environ(
+        {"SB_NATS_URL": nats_url, "SB_DATABASE_URL": url, "SB_OPS_HOST": "127.0.0.1"}
+    )
+    async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
+        waiting = asyncio.create_task(rt.database(SCHEMA, MIGRATIONS))
+        assert await eventually(lambda: _false(rt.readiness.evaluate))  # it waits, not ready
+        assert not waiting.done()
+        stop.set()
+        with pytest.raises(Stopped, match="agent was told to stop while waiting for PostgreSQL"):
+            await asyncio.wait_for(waiting, 10)  # far below the minute it would wait
+
+
+async def _false(evaluate: Callable[[], Awaitable[dict[str, bool]]]) -> bool:
+    return (await evaluate()).get("postgres") is False
 
 
 async def test_database_needs_database_settings(nats_url: str) -> None:
