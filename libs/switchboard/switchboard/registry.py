@@ -10,7 +10,6 @@ is installed: ``python3 libs/switchboard/switchboard/registry.py packages``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 INFRASTRUCTURE = ("nats", "postgres")  # what services may need besides each other
@@ -122,10 +121,6 @@ def get(name: str) -> Service:
         if service.name == name:
             return service
     raise KeyError(f"unknown service {name!r}; known: {', '.join(names())}")
-
-
-def grpc_services() -> Iterator[Service]:
-    return (s for s in SERVICES if s.port("grpc") is not None)
 
 
 def _main(argv: list[str]) -> int:

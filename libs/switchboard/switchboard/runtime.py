@@ -204,22 +204,6 @@ class ServiceRuntime:
             await task
         raise Stopped(f"{self.name} was told to stop while {what}")
 
-    def background(self, work: Awaitable[None], name: str) -> asyncio.Task[None]:
-        """Run ``work`` until it ends or the service stops (then it is cancelled)."""
-
-        async def run() -> None:
-            await work
-
-        task = asyncio.create_task(run(), name=name)
-
-        async def stop() -> None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-        self.stack.push_async_callback(stop)
-        return task
-
     async def wait_stopped(self) -> None:
         """The service is made: it counts as started (ready, if its checks pass) until stopped."""
         self._serving = True
