@@ -4,11 +4,6 @@ once the call is approved (two agent processes, no supervisor restarting the dea
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,8 +22,8 @@ from tests.e2e.helpers import (
     run_rows,
     wait_for,
 )
-from tests.fakes.llm import FakeLLM, FakeRequest, Reply, Script
-from tests.support.services import ServiceProcesses
+from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support.services import ServiceProcesses, with_fake_model
 
 SECOND = "agent-b"  # the second agent replica's instance name (the first one's is "agent")
 
@@ -51,30 +46,10 @@ class TwoAgentReplicas(ServiceProcesses):
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         for service in registry.SERVICES:
             self._spawn(service.name)
-        self._spawn(SECOND)
+        self._spawn(SECOND, "agent", {self.grpc_setting: str(self.second_grpc_port)})
         if not (self.wait_ready(True, timeout) and self._second_ready(timeout)):
             self.stop()
             raise RuntimeError("services did not become ready")
-
-    def _spawn(self, name: str) -> None:
-        if name != SECOND:
-            super()._spawn(name)
-            return
-        log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
-        self.ops_ports[name] = free_port()
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", registry.get("agent").module],
-            env={
-                **self.env,
-                "SB_OPS_PORT": str(self.ops_ports[name]),
-                "SB_INSTANCE": name,
-                self.grpc_setting: str(self.second_grpc_port),
-            },
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
 
     def _second_ready(self, timeout: float) -> bool:
         url = f"http://127.0.0.1:{self.ops_ports[SECOND]}/readyz"
@@ -101,32 +76,6 @@ def script(req: FakeRequest) -> Reply:
     return Reply(tool_calls=[("exec", {"command": req.last_user_text})])
 
 
-@contextlib.contextmanager
-def two_agents_with_fake_model(
-    home: Path, nats_url: str, database_url: str, script: Script, env: Mapping[str, str]
-) -> Iterator[TwoAgentReplicas]:
-    """As ``with_fake_model``, with two agent replicas."""
-    workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
-    workspaces.chmod(0o755)  # the sandbox's unprivileged uid must be able to reach it
-    try:
-        with FakeLLM(script) as llm:
-            settings = {
-                "OPENAI_API_KEY": "sk-test",
-                "OPENAI_BASE_URL": f"{llm.base_url}/v1",
-                "SB_WORKSPACES_DIR": str(workspaces),
-                **env,
-            }
-            procs = TwoAgentReplicas(home, nats_url, database_url, settings)
-            procs.llm = llm  # type: ignore[attr-defined]
-            procs.start()
-            try:
-                yield procs
-            finally:
-                procs.stop()
-    finally:
-        shutil.rmtree(workspaces, ignore_errors=True)
-
-
 @pytest.fixture
 def replicas(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[TwoAgentReplicas]:
     env = {
@@ -134,7 +83,8 @@ def replicas(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[TwoAg
         "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
         "SB_LOG_LEVEL": "INFO",
     }
-    with two_agents_with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+    with with_fake_model(tmp_path, nats_url, database_url, script, env, TwoAgentReplicas) as procs:
+        assert isinstance(procs, TwoAgentReplicas)
         yield procs
 
 

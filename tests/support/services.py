@@ -58,12 +58,17 @@ class ServiceProcesses:
             self.stop()
             raise RuntimeError("services did not become ready")
 
-    def _spawn(self, name: str) -> None:
+    def _spawn(
+        self, name: str, service: str | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        """Start process ``name`` of ``service`` (default: the service called ``name``) with
+        ``env`` added to the common settings."""
         log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
         self.ops_ports[name] = free_port()
+        own = {"SB_OPS_PORT": str(self.ops_ports[name]), "SB_INSTANCE": name, **(env or {})}
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", registry.get(name).module],
-            env={**self.env, "SB_OPS_PORT": str(self.ops_ports[name]), "SB_INSTANCE": name},
+            [sys.executable, "-m", registry.get(service or name).module],
+            env={**self.env, **own},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -111,10 +116,16 @@ class ServiceProcesses:
 
 @contextlib.contextmanager
 def with_fake_model(
-    home: Path, nats_url: str, database_url: str, script: Script, env: Mapping[str, str]
+    home: Path,
+    nats_url: str,
+    database_url: str,
+    script: Script,
+    env: Mapping[str, str],
+    processes: type[ServiceProcesses] = ServiceProcesses,
 ) -> Iterator[ServiceProcesses]:
-    """The four services against a fake OpenAI-compatible model running ``script`` (as
-    ``.llm``), with their own workspaces root (removed afterwards); ``env`` adds settings."""
+    """The services (as ``processes``) against a fake OpenAI-compatible model running
+    ``script`` (as ``.llm``), with their own workspaces root (removed afterwards); ``env``
+    adds settings."""
     workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
     workspaces.chmod(0o755)  # the sandbox's unprivileged uid must be able to reach it
     try:
@@ -125,7 +136,7 @@ def with_fake_model(
                 "SB_WORKSPACES_DIR": str(workspaces),
                 **env,
             }
-            procs = ServiceProcesses(home, nats_url, database_url, settings)
+            procs = processes(home, nats_url, database_url, settings)
             procs.llm = llm  # type: ignore[attr-defined]
             procs.start()
             try:

@@ -65,3 +65,14 @@ def otlp() -> Iterator[Receiver]:
     receiver = Receiver()
     with receiver:
         yield receiver
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Whether ``predicate`` became true within ``timeout`` (checked every 20 ms)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -17,6 +16,8 @@ from switchboard import bus
 from switchboard.errors import InvalidPayload
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
+
+from .conftest import eventually
 
 
 async def test_streams_are_created_idempotently_and_dedupe(nats_url: str) -> None:
@@ -153,13 +154,13 @@ async def test_pull_worker_handles_at_most_concurrency_at_once(nats_url: str) ->
         worker = bus.PullWorker(sub, handler, 2, "limit")
         task = asyncio.create_task(worker.run())
         await _publish_calls(nc.jetstream(), "a", "b", "c", "d", "e")
-        assert await _until(lambda: len(active) == 2)
+        assert await eventually(lambda: len(active) == 2)
         assert worker.saturated
         info = await nc.jetstream().consumer_info("TOOLS", "limit")
         assert info.num_ack_pending == 2  # the rest waits in the consumer, not in this process
         assert info.num_pending == 3
         release.set()
-        assert await _until(lambda: len(done) == 5)
+        assert await eventually(lambda: len(done) == 5)
         assert sorted(done) == ["a", "b", "c", "d", "e"]
         await _stop(task, worker)
         assert not worker.saturated
@@ -181,22 +182,12 @@ async def test_a_failing_handler_naks_and_the_message_comes_back(nats_url: str) 
         worker = bus.PullWorker(sub, handler, 1, "retry")
         task = asyncio.create_task(worker.run())
         await _publish_calls(nc.jetstream(), "x")
-        assert await _until(lambda: len(deliveries) == 2)
+        assert await eventually(lambda: len(deliveries) == 2)
         assert deliveries == [1, 2]
         await _stop(task, worker)
         assert not worker.saturated  # the failed handler's slot was given back
     finally:
         await nc.close()
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 async def test_decoding_on_a_core_subscription_drops_undecodable_messages(nats_url: str) -> None:

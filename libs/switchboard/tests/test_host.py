@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Callable
 
 import nats
 import pytest
@@ -14,22 +13,14 @@ from switchboard import bus, host, registry
 from switchboard.errors import DependencyUnavailable
 from switchboard.runtime import service_ready
 
+from .conftest import eventually
+
 
 def test_backoff_doubles_up_to_the_maximum_and_resets_after_a_long_uptime() -> None:
     backoff = host.Backoff(initial=0.5, maximum=3.0, reset_after=30.0)
     assert [backoff.delay_after(1.0) for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert backoff.delay_after(30.0) == 0.5  # it stayed up long enough: start over
     assert backoff.delay_after(0.1) == 1.0
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 async def test_invalid_settings_end_run_with_one_line() -> None:
@@ -51,7 +42,7 @@ async def test_a_failing_service_is_restarted_with_backoff_until_stopped() -> No
         [hosted], backoff=host.Backoff(initial=0.01, maximum=0.02, reset_after=60), err=err
     )
     running = asyncio.create_task(supervisor.run())
-    assert await _until(lambda: err.getvalue().count("\n") >= 3), err.getvalue()
+    assert await eventually(lambda: err.getvalue().count("\n") >= 3), err.getvalue()
     supervisor.stop()
     await asyncio.wait_for(running, 30)
     lines = err.getvalue().splitlines()
@@ -88,7 +79,7 @@ async def test_hosts_a_real_service_restarts_and_stops_it(nats_url: str) -> None
         assert await until_ready()
         assert hosted.starts == 1
         supervisor.restart(hosted)
-        assert await _until(lambda: hosted.starts == 2)
+        assert await eventually(lambda: hosted.starts == 2)
         assert await until_ready()
         supervisor.stop()
         await asyncio.wait_for(running, 60)

@@ -4,7 +4,7 @@ and a default deadline. Real server, real client, real OTLP receiver."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from switchboard.telemetry import Telemetry, enter_service, setup_telemetry
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 from tests.support.otlp import ReceivedSpan
 
-from .conftest import Receiver
+from .conftest import Receiver, eventually
 
 SERVER = trace_pb2.Span.SpanKind.SPAN_KIND_SERVER
 HEALTH = "grpc.health.v1.Health"
@@ -38,16 +38,6 @@ def handled(method: str, code: str = "OK") -> float:
         "sb_grpc_server_handling_seconds_count", {"method": method, "code": code}
     )
     return value or 0.0
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 class Sessions(sessions_pb2_grpc.SessionsServicer):
