@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto bench clean
+.PHONY: install run test lint proto nats-auth bench clean
 
 install: $(STAMP)
 
@@ -34,6 +34,10 @@ test: install lint
 
 proto: install
 	$(BIN)/python -m switchboard.protogen
+
+# The NATS users and permissions of Compose and Kubernetes, from libs/switchboard/switchboard/natsauth.py.
+nats-auth: install
+	$(BIN)/python -m switchboard.natsauth > k8s/components/dev-dependencies/nats-auth.conf
 
 bench: install
 	$(BIN)/python -m tests.bench

@@ -38,7 +38,7 @@ def script(req: FakeRequest) -> Reply:
     if req.last_user_text.startswith("exec: "):
         return Reply(tool_calls=[("exec", {"command": req.last_user_text[6:]})])
     if req.last_user_text.startswith("sh: "):
-        args = {"command": req.last_user_text[4:], "mode": "sandbox"}
+        args = {"command": req.last_user_text[4:]}
         return Reply(tool_calls=[("exec", args)])
     if req.last_user_text == "time":
         return Reply(tool_calls=[("get_time", {"timezone": "UTC"})])
@@ -48,7 +48,7 @@ def script(req: FakeRequest) -> Reply:
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
     env = {
-        "SB_EXEC_ALLOWLIST": '["echo"]',
+        "SB_EXEC_MODE": "sandbox",  # the operator's choice: commands are shell lines
         "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
         # One run at a time: a run waiting for a person must lend its slot to others.
         "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
@@ -251,7 +251,7 @@ def test_exec_isolation_is_measured_in_force(services: ServiceProcesses) -> None
         r = c.post("/tools/invoke", json={"tool": "exec", "args": {"command": "echo hi"}})
         assert r.status_code == 200, r.text
         measured = r.json()["isolation"]
-        sandboxed = {"command": "id -u", "mode": "sandbox"}
+        sandboxed = {"command": "id -u"}
         r = c.post("/tools/invoke", json={"tool": "exec", "args": sandboxed})
         assert r.status_code == 200 and r.json()["ok"] is True, r.text
         id_output = r.json()["content"][0]["text"].strip()
@@ -347,7 +347,6 @@ def test_every_service_exports_its_metrics(services: ServiceProcesses) -> None:
         c.post(f"/api/sessions/{key}/messages", json={"text": "time"})
         next_reply(c, key, before)
     urls = {name: f"http://127.0.0.1:{port}" for name, port in services.ops_ports.items()}
-    urls["gateway"] = services.url  # the gateway serves its ops endpoints on its HTTP port
 
     def scrape() -> dict[str, str] | None:
         """Every service's metrics once the consumers' backlog gauges are exported (their

@@ -155,7 +155,8 @@ def test_posted_message_is_answered(stack: Stack) -> None:
 
 
 # Every route of the gateway but the open ones needs the token (README: "bearer token for every
-# endpoint but /healthz, /readyz, /metrics"; the status page at / holds no data).
+# endpoint but /healthz, /readyz"; the status page at / holds no data; /metrics is on the ops
+# port, and behind the token on the public one).
 AUTHENTICATED = [
     ("POST", "/v1/chat/completions"),
     ("GET", "/v1/models"),
@@ -167,7 +168,7 @@ AUTHENTICATED = [
     ("POST", "/api/approvals/{approval_id}"),
     ("POST", "/tools/invoke"),
 ]
-OPEN = ["/", "/healthz", "/readyz", "/metrics"]
+OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {"key": "main:api:auth-probe", "approval_id": "ap_nope"}
 
 
@@ -181,7 +182,9 @@ def test_route_list_covers_every_route_of_the_gateway(stack: Stack) -> None:
     assert served == set(AUTHENTICATED)
 
 
-@pytest.mark.parametrize(("method", "path"), [*AUTHENTICATED, ("GET", "/openapi.json")])
+@pytest.mark.parametrize(
+    ("method", "path"), [*AUTHENTICATED, ("GET", "/openapi.json"), ("GET", "/metrics")]
+)
 def test_authenticated_route_without_token_gets_401(stack: Stack, method: str, path: str) -> None:
     url = stack.url + path.format(**PATH_PARAMS)
     r = httpx.request(method, url, json={}, timeout=10)

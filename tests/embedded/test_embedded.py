@@ -116,8 +116,8 @@ def short_tmp() -> Iterator[Path]:
 
 
 async def test_nats_server_jetstream_restart_keeps_port_and_data(nats_server: NatsServer) -> None:
-    url, port, first_pid = nats_server.url, nats_server.port, nats_server.pid
-    assert url == f"nats://127.0.0.1:{port}" and first_pid is not None
+    url, port, first_pid = nats_server.admin_url, nats_server.port, nats_server.pid
+    assert nats_server.url == f"nats://127.0.0.1:{port}" and first_pid is not None
     nc = await nats.connect(url)
     js = nc.jetstream()
     await js.add_stream(name="EMBEDDED", subjects=["embedded.>"], storage=StorageType.FILE)
@@ -125,7 +125,7 @@ async def test_nats_server_jetstream_restart_keeps_port_and_data(nats_server: Na
     await nc.close()
 
     nats_server.restart()
-    assert (nats_server.port, nats_server.url) == (port, url)
+    assert (nats_server.port, nats_server.admin_url) == (port, url)
     assert nats_server.pid != first_pid and not psutil.pid_exists(first_pid)
     nc = await nats.connect(url)
     js = nc.jetstream()
@@ -216,12 +216,19 @@ def test_gateway_token_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
     again = gateway_token(home, None)
     assert not again.generated and again.value == first.value
     assert first.value not in repr(first)  # a token never prints
-    from_env = gateway_token(home, SecretStr("secret"))
+    strong = "from-the-environment-5f0c2e9a7b"
+    from_env = gateway_token(home, SecretStr(strong))
     assert (from_env.value, from_env.source, from_env.generated) == (
-        "secret",
+        strong,
         "SB_GATEWAY_TOKEN",
         False,
     )
+
+
+def test_a_weak_gateway_token_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(HomeError, match="SB_GATEWAY_TOKEN") as refused:
+        gateway_token(Home(tmp_path), SecretStr("change-me"))
+    assert "change-me" not in str(refused.value)
 
 
 def test_scale_and_port_checks() -> None:
@@ -339,7 +346,7 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
         home,
         services=default_services({"agent": 2}),
         http_port=free_port(),
-        environ=clean_environ(),
+        environ={**clean_environ(), "OPENAI_API_KEY": "sk-launcher-test"},
         backoff=Backoff(initial=0.1, maximum=0.4, reset_after=30),
         out=out,
         err=err,
@@ -364,24 +371,47 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
         names = ["gateway-0", "router-0", "agent-0", "agent-1", "tools-0"]
         assert sorted(sup.pids()) == sorted(names)
         envs = {name: process_env(pid) for name, pid in sup.pids().items()}
+        # Each service sees only the secrets it needs (issue 9): a model key reaches the agent,
+        # the gateway token the gateway, the database the agent, the gRPC credential the two
+        # that use gRPC; each connects to NATS as its own user.
+        secrets = {
+            "OPENAI_API_KEY": {"agent"},
+            "SB_DATABASE_URL": {"agent"},
+            "SB_GATEWAY_TOKEN": {"gateway"},
+            "SB_SERVICE_TOKEN": {"gateway", "agent"},
+        }
         for name, env in envs.items():
             service = registry.get(name.rsplit("-", 1)[0])
             assert env["SB_INSTANCE"] == name
             assert env["OTEL_SERVICE_NAME"] == service.otel_name == "switchboard-" + service.name
             assert env["SB_NATS_URL"] == nats_server.url
-            assert env["SB_DATABASE_URL"] == launcher.database_url
-            assert env["SB_HOME"] == str(home.root) and env["SB_GATEWAY_TOKEN"] == token
-            assert env["SB_HTTP_PORT"] == str(launcher.http_port)
-            assert env["SB_WORKSPACES_DIR"] == str(home.workspaces_dir)
+            assert env["SB_NATS_USER"] == service.name and env["SB_NATS_PASSWORD"]
+            assert env["SB_HOME"] == str(home.root)
+            for variable, readers in secrets.items():
+                assert (variable in env) == (service.name in readers), (name, variable)
             for port in service.ports:
                 assert env[port.host_setting] == "127.0.0.1"  # a laptop listens on loopback only
-        ports = [envs[n]["SB_OPS_PORT"] for n in names if n != "gateway-0"]
+        assert envs["agent-0"]["SB_DATABASE_URL"] == launcher.database_url
+        assert envs["agent-0"]["OPENAI_API_KEY"] == "sk-launcher-test"
+        assert envs["gateway-0"]["SB_GATEWAY_TOKEN"] == token
+        assert envs["gateway-0"]["SB_HTTP_PORT"] == str(launcher.http_port)
+        assert envs["tools-0"]["SB_WORKSPACES_DIR"] == str(home.workspaces_dir)
+        # SB_HOME and its folders are this user's only (as root, postgres and the sandbox's
+        # users may pass through SB_HOME and workspaces/, not list them).
+        await until(lambda: home.pid_file("postgres").exists(), what="postgres")
+        passable = {home.root, home.workspaces_dir} if os.geteuid() == 0 else set()
+        for folder in (home.root, *[p for p in home.root.iterdir() if p.is_dir()]):
+            mode = 0o711 if folder in passable else 0o700
+            assert folder.stat().st_mode & 0o777 == mode, (folder, oct(folder.stat().st_mode))
+        ports = [envs[n]["SB_OPS_PORT"] for n in names]
         ports += [envs[n]["SB_AGENT_GRPC_PORT"] for n in ("agent-0", "agent-1")]
-        assert len(set(ports)) == len(ports) == 6
+        assert len(set(ports)) == len(ports) == 7
         agents = ",".join(
             f"127.0.0.1:{envs[n]['SB_AGENT_GRPC_PORT']}" for n in ("agent-0", "agent-1")
         )
-        assert {envs[n]["SB_AGENT_ADDR"] for n in names} == {agents}
+        # The agents' addresses reach the gateway, their caller (no one else reads them).
+        assert {n for n in names if "SB_AGENT_ADDR" in envs[n]} == {"gateway-0"}
+        assert envs["gateway-0"]["SB_AGENT_ADDR"] == agents
 
         # PostgreSQL came up in parallel at the URI the services were given.
         await until(lambda: home.pid_file("postgres").exists(), what="postgres")

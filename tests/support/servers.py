@@ -2,7 +2,7 @@
 
 Fixtures:
     nats_server   a fresh nats-server with JetStream per test (free port, temp store)
-    nats_url      its URL
+    nats_url      its URL, with the admin's credentials (services: service_nats_env)
     postgres_uri  one PostgreSQL per session: SB_TEST_DATABASE_URL, else pgserver in a temp dir
     database_url  a fresh database in that server per test, dropped afterwards
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -23,9 +24,11 @@ import warnings
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pytest
 
+from switchboard import natsauth
 from switchboard.embedded import NatsServer, Postgres, create_database, drop_database
 
 T = TypeVar("T")
@@ -37,9 +40,22 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
+def service_nats_env(nats_url: str, service: str) -> dict[str, str]:
+    """How ``service`` connects as its own NATS user to the server of ``nats_url`` (the admin
+    URL of :func:`nats_server`; a URL without credentials is used as it is)."""
+    parts = urlsplit(nats_url)
+    if not parts.password:
+        return {"SB_NATS_URL": nats_url}
+    plain = urlunsplit(parts._replace(netloc=f"{parts.hostname}:{parts.port}"))
+    credentials = natsauth.Credentials.derive(unquote(parts.password))
+    return {"SB_NATS_URL": plain, **credentials.service_env(service)}
+
+
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path / "nats").start()
+    """With a NATS user per service (switchboard.natsauth); ``admin_url`` connects as admin."""
+    credentials = natsauth.Credentials.derive("p" + secrets.token_hex(18))
+    server = NatsServer(tmp_path / "nats", credentials=credentials).start()
     try:
         yield server
     finally:
@@ -64,7 +80,7 @@ def containers_wanted() -> bool:
 @pytest.fixture
 def nats_url(request: pytest.FixtureRequest) -> Iterator[str]:
     if not containers_wanted():
-        yield request.getfixturevalue("nats_server").url
+        yield request.getfixturevalue("nats_server").admin_url
         return
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.waiting_utils import wait_for_logs

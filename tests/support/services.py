@@ -19,6 +19,7 @@ import httpx
 from switchboard import registry
 from switchboard.embedded import free_port
 from tests.fakes.llm import FakeLLM, Script
+from tests.support.servers import service_nats_env
 
 
 class ServiceProcesses:
@@ -32,6 +33,7 @@ class ServiceProcesses:
             "SB_DATABASE_URL": database_url,
             "SB_HOME": str(home),
             "SB_GATEWAY_TOKEN": self.token,
+            "SB_SERVICE_TOKEN": "test-service-" + os.urandom(12).hex(),
             "SB_HTTP_PORT": str(self.http_port),
         }
         # Every port of every service on loopback; a free one each (public: the HTTP port).
@@ -43,6 +45,7 @@ class ServiceProcesses:
                     self.env[port.setting] = str(number)
                     self.env[service.addr_setting] = f"127.0.0.1:{number}"
         self.env.update(env)
+        self.nats_url = nats_url  # the admin's: each service connects as its own NATS user
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ops_ports: dict[str, int] = {}  # each service's /healthz, /readyz, /metrics
 
@@ -65,7 +68,12 @@ class ServiceProcesses:
         ``env`` added to the common settings."""
         log = open(self.home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (child owns it)
         self.ops_ports[name] = free_port()
-        own = {"SB_OPS_PORT": str(self.ops_ports[name]), "SB_INSTANCE": name, **(env or {})}
+        own = {
+            "SB_OPS_PORT": str(self.ops_ports[name]),
+            "SB_INSTANCE": name,
+            **service_nats_env(self.nats_url, service or name),
+            **(env or {}),
+        }
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", registry.get(service or name).module],
             env={**self.env, **own},

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import nats
 from google.protobuf.message import DecodeError, Message
@@ -149,8 +150,25 @@ def stream_configs(s: Subjects) -> list[StreamConfig]:
     ]
 
 
-async def connect(url: str, name: str) -> NATS:
+def inbox_prefix(user: str) -> str:
+    """Replies to ``user``'s requests come to subjects under this prefix (its NATS user may
+    subscribe only there, so no other service can listen to them)."""
+    return f"_INBOX_{user}"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who a service connects to NATS as (switchboard.natsauth): its user, its password and its
+    own inbox prefix; empty: anonymous. ``tls_ca``: verify the server with this CA bundle."""
+
+    user: str = ""
+    password: str = field(default="", repr=False)
+    tls_ca: str | None = None
+
+
+async def connect(url: str, name: str, credentials: Credentials | None = None) -> NATS:
     """Connect with unlimited reconnects; connection state changes are logged."""
+    creds = credentials or Credentials()
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)
@@ -161,6 +179,13 @@ async def connect(url: str, name: str) -> NATS:
     async def on_reconnect() -> None:
         log.info("nats reconnected")
 
+    options: dict[str, Any] = {}
+    if creds.user:
+        options.update(
+            user=creds.user, password=creds.password, inbox_prefix=inbox_prefix(creds.user)
+        )
+    if creds.tls_ca:
+        options["tls"] = ssl.create_default_context(cafile=creds.tls_ca)
     return await nats.connect(
         servers=[url],
         name=name,
@@ -171,11 +196,13 @@ async def connect(url: str, name: str) -> NATS:
         error_cb=on_error,
         disconnected_cb=on_disconnect,
         reconnected_cb=on_reconnect,
+        **options,
     )
 
 
 async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
-    """Create or update the streams and KV buckets; safe to run from every service at once."""
+    """Create or update the streams and KV buckets; safe to run from several services at once.
+    Needs the stream-owner's permissions (switchboard.natsauth); others :func:`wait_streams`."""
     for config in stream_configs(subjects):
         try:
             await js.add_stream(config)
@@ -190,6 +217,29 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
                     bucket=subjects.lease_bucket, ttl=LEASE_TTL_S, storage=StorageType.FILE
                 )
             )
+
+
+async def missing_streams(js: JetStreamContext, subjects: Subjects) -> list[str]:
+    """The streams and KV buckets that do not exist (yet)."""
+    names = [c.name for c in stream_configs(subjects) if c.name]
+    names.append(f"KV_{subjects.lease_bucket}")
+    missing = []
+    for name in names:
+        try:
+            await js.stream_info(name)
+        except NotFoundError:
+            missing.append(name)
+    return missing
+
+
+async def wait_streams(js: JetStreamContext, subjects: Subjects, poll_s: float = 0.2) -> None:
+    """Wait until the stream owner has created every stream and bucket."""
+    logged = False
+    while missing := await missing_streams(js, subjects):
+        if not logged:
+            log.info("waiting for the streams %s (the router creates them)", missing)
+            logged = True
+        await asyncio.sleep(poll_s)
 
 
 async def js_publish(

@@ -27,6 +27,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import psutil
 
+from . import natsauth
+
 __all__ = [
     "NatsServer",
     "Postgres",
@@ -125,8 +127,11 @@ class NatsServer:
         binary: Path | str | None = None,
         extra_args: Sequence[str] = (),
         start_timeout: float = 10.0,
+        credentials: natsauth.Credentials | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
+        # With credentials: one user per service with its permissions (switchboard.natsauth).
+        self.credentials = credentials
         self.host = host
         self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
         self._binary = Path(binary) if binary else None
@@ -146,6 +151,21 @@ class NatsServer:
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        """The URL with the admin's credentials in it (for operators' tools and tests)."""
+        if self.credentials is None:
+            return self.url
+        password = quote(self.credentials.passwords[natsauth.ADMIN], safe="")
+        return f"nats://{natsauth.ADMIN}:{password}@{self.host}:{self.port}"
+
+    def service_env(self, user: str) -> dict[str, str]:
+        """SB_NATS_URL and, with credentials, the user and password of ``user``."""
+        env = {"SB_NATS_URL": self.url}
+        if self.credentials is not None:
+            env.update(self.credentials.service_env(user))
+        return env
 
     @property
     def pid(self) -> int | None:
@@ -179,9 +199,16 @@ class NatsServer:
     def _spawn_and_wait(self) -> None:
         argv = [str(self._binary or nats_server_binary()), "-js", "-sd", str(self.store_dir)]
         argv += ["-a", self.host, "-p", str(self.port), *self._extra_args]
+        env = None
+        if self.credentials is not None:
+            config = self.store_dir / "auth.conf"
+            config.write_text(natsauth.server_config())
+            argv += ["-c", str(config)]
+            env = {"PATH": os.environ.get("PATH", ""), **self.credentials.server_env()}
         self._log = self.log_file.open("ab")
         self._proc = subprocess.Popen(
             argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -56,9 +56,15 @@ def _resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def settings_class(service: registry.Service) -> type[Settings]:
+    """The service's settings class (its module only: not the service's code)."""
+    cls: type[Settings] = _resolve(service.settings_class)
+    return cls
+
+
 def load(service: registry.Service) -> tuple[type[Settings], Serve]:
     """The service's settings class and its ``serve(settings, stop)`` coroutine function."""
-    return _resolve(service.settings_class), _resolve(service.server)
+    return settings_class(service), _resolve(service.server)
 
 
 @dataclass

@@ -89,7 +89,8 @@ SERVICES: tuple[Service, ...] = (
     Service(
         "gateway",
         "the HTTP edge: OpenAI-compatible API, sessions, tools and approvals APIs, channels",
-        (Port("http", 8080, "SB_HTTP_PORT", public=True),),
+        # /metrics on the ops port, away from the public one.
+        (Port("http", 8080, "SB_HTTP_PORT", public=True), _ops(9100)),
         calls=("agent",),
         scaled=False,
     ),

@@ -5,6 +5,7 @@ always use a deadline."""
 from __future__ import annotations
 
 import contextlib
+import hmac
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -24,6 +25,11 @@ RPC_SECONDS = Histogram(
     "sb_grpc_server_handling_seconds", "gRPC server handling time", ["method", "code"]
 )
 RPC_CLIENT_CALLS = Counter("sb_grpc_client_calls_total", "gRPC client calls", ["method"])
+RPC_DENIED = Counter(
+    "sb_grpc_server_unauthenticated_total",
+    "gRPC calls refused for want of a credential",
+    ["method"],
+)
 DEFAULT_DEADLINE_S = 10.0
 
 tracer = trace.get_tracer("switchboard.rpc")
@@ -74,6 +80,43 @@ def _traced(inner: Callable[..., Any], method: str, metadata: Mapping[str, str])
     return coroutine
 
 
+AUTHORIZATION = "authorization"
+# Probes (kubelet, the gateway's readiness) call health without a credential; all else needs it.
+_OPEN_SERVICES = (f"/{health.SERVICE_NAME}/",)
+
+
+def _denied(kind: str) -> Any:
+    """A handler of ``kind`` that refuses the call: the credential is missing or wrong."""
+
+    async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong service credential")
+
+    return _KINDS[kind](deny)
+
+
+class _TokenInterceptor(grpc.aio.ServerInterceptor):
+    """Every call but health must carry ``authorization: Bearer <service token>``."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(_OPEN_SERVICES):
+            return handler
+        given = next((v for k, v in (details.invocation_metadata or ()) if k == AUTHORIZATION), "")
+        given_bytes = given.encode() if isinstance(given, str) else bytes(given)
+        if hmac.compare_digest(given_bytes, self._expected):
+            return handler
+        RPC_DENIED.labels(details.method).inc()
+        kind = next(k for k in _KINDS if getattr(handler, k) is not None)
+        return _denied(kind)
+
+
 class _ServerInterceptor(grpc.aio.ServerInterceptor):
     """Traces and times every async handler, unary or streaming."""
 
@@ -100,10 +143,13 @@ class _ServerInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
-def _client_details(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-    """The call's details with W3C trace context in the metadata and a default deadline."""
+def _client_details(details: grpc.aio.ClientCallDetails, token: str) -> grpc.aio.ClientCallDetails:
+    """The call's details with the service credential and W3C trace context in the metadata,
+    and a default deadline."""
     metadata = list(details.metadata or [])
     metadata.extend(inject_headers().items())
+    if token:
+        metadata.append((AUTHORIZATION, f"Bearer {token}"))
     method = details.method.decode() if isinstance(details.method, bytes) else details.method
     RPC_CLIENT_CALLS.labels(method).inc()
     return grpc.aio.ClientCallDetails(
@@ -115,32 +161,37 @@ def _client_details(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallD
     )
 
 
-class _UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+class _WithToken:
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+class _UnaryUnary(_WithToken, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(_client_details(details), request)
+        return await continuation(_client_details(details, self.token), request)
 
 
-class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):
+class _UnaryStream(_WithToken, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(_client_details(details), request)
+        return await continuation(_client_details(details, self.token), request)
 
 
-class _StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+class _StreamUnary(_WithToken, grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
     ) -> Any:
-        return await continuation(_client_details(details), requests)
+        return await continuation(_client_details(details, self.token), requests)
 
 
-class _StreamStream(grpc.aio.StreamStreamClientInterceptor):
+class _StreamStream(_WithToken, grpc.aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
     ) -> Any:
-        return await continuation(_client_details(details), requests)
+        return await continuation(_client_details(details, self.token), requests)
 
 
 @dataclass(frozen=True)
@@ -170,8 +221,13 @@ class _NameRecorder:
 class GrpcServer:
     """A grpc.aio server that serves grpc.health.v1 and reflection next to its services."""
 
-    def __init__(self, servicers: tuple[Servicer, ...] | list[Servicer] = ()) -> None:
-        self.server = grpc.aio.server(interceptors=[_ServerInterceptor()])
+    def __init__(
+        self, servicers: tuple[Servicer, ...] | list[Servicer] = (), *, token: str
+    ) -> None:
+        """``token``: the service credential every call but health must carry."""
+        if not token:
+            raise ValueError("an internal gRPC server needs a service token (SB_SERVICE_TOKEN)")
+        self.server = grpc.aio.server(interceptors=[_TokenInterceptor(token), _ServerInterceptor()])
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         recorder = _NameRecorder(self.server)
@@ -203,14 +259,20 @@ class GrpcServer:
         await self.server.stop(grace)
 
 
-def channel(target: str) -> grpc.aio.Channel:
-    """A client channel; several comma-separated addresses are load-balanced round robin."""
+def channel(target: str, token: str) -> grpc.aio.Channel:
+    """A client channel that sends the service credential ``token``; several comma-separated
+    addresses are load-balanced round robin."""
     addresses = [a.strip() for a in target.split(",") if a.strip()]
     if len(addresses) > 1:
         target = "ipv4:" + ",".join(addresses)
     return grpc.aio.insecure_channel(
         target,
-        interceptors=[_UnaryUnary(), _UnaryStream(), _StreamUnary(), _StreamStream()],
+        interceptors=[
+            _UnaryUnary(token),
+            _UnaryStream(token),
+            _StreamUnary(token),
+            _StreamStream(token),
+        ],
         options=[
             ("grpc.lb_policy_name", "round_robin"),
             # gRPC waits 1 s (doubling to 2 min) before reconnecting to a server that was not

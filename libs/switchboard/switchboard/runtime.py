@@ -29,11 +29,11 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from . import backlog, bus, rpc
+from . import backlog, bus, natsauth, rpc
 from .errors import ConfigError, DependencyUnavailable, SwitchboardError
 from .ops import OpsServer, Readiness
 from .registry import Service
-from .settings import CommonSettings, DatabaseSettings
+from .settings import CommonSettings, DatabaseSettings, RpcSettings
 from .store import Migration, create_pool, migrate
 from .telemetry import enter_service, setup_telemetry
 
@@ -91,10 +91,21 @@ class ServiceRuntime:
         return self
 
     async def _connect(self) -> None:
-        self._nc = await bus.connect(self.settings.nats_url, self.instance)
+        settings = self.settings
+        credentials = bus.Credentials(
+            settings.nats_user,
+            settings.nats_password.get_secret_value(),
+            str(settings.nats_tls_ca) if settings.nats_tls_ca else None,
+        )
+        self._nc = await bus.connect(settings.nats_url, self.instance, credentials)
         self.stack.push_async_callback(self._close_nats)
         self._js = self._nc.jetstream()
-        await bus.ensure_streams(self._js, self.subjects)
+        if settings.nats_user in ("", natsauth.ADMIN, natsauth.STREAM_OWNER):
+            await bus.ensure_streams(self._js, self.subjects)
+        else:  # only the stream owner may create them
+            await self.unless_stopped(
+                bus.wait_streams(self._js, self.subjects), "waiting for the NATS streams"
+            )
         self.readiness.add("nats", self._nats_ok)
         self.readiness.add("started", self._started)
         await self._nc.subscribe(
@@ -140,7 +151,16 @@ class ServiceRuntime:
     async def serve_grpc(self, host: str, port: int, *servicers: rpc.Servicer) -> rpc.GrpcServer:
         """Serve ``servicers`` (with health and reflection) on ``host:port``; SERVING at once,
         NOT_SERVING and stopped (with a grace period) when the service stops."""
-        server = rpc.GrpcServer(servicers)
+        settings = self.settings
+        token = (
+            settings.service_token.get_secret_value() if isinstance(settings, RpcSettings) else ""
+        )
+        if not token:
+            raise ConfigError(
+                f"{self.name} serves gRPC and needs SB_SERVICE_TOKEN, the credential its callers "
+                "send (embedded mode generates it; Compose and Kubernetes take it from a secret)"
+            )
+        server = rpc.GrpcServer(servicers, token=token)
         server.bind(host, port)
         await server.start()
         await server.set_serving(True)

@@ -9,6 +9,7 @@ Secrets (model keys, tokens, database URLs) are ``SecretStr``: they print as ``*
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,17 +28,51 @@ from pydantic_settings.sources.utils import parse_env_vars
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("sb_settings_environ", default=None)
 
 
+# Names that look like credentials: never printed, and a service only sees the ones its
+# settings declare.
+_SECRET_LOOKING = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|DATABASE_URL", re.IGNORECASE)
+
+
 def describe(error: ValidationError) -> str:
-    """A validation error in one line: ``field: problem (given: value); ...``."""
+    """A validation error in one line: ``field: problem (given: value); ...`` (the value only
+    for fields whose names do not look like credentials)."""
     parts = []
     for e in error.errors():
         where = ".".join(str(x) for x in e.get("loc", ())) or "settings"
         problem = str(e.get("msg", "invalid")).removeprefix("Value error, ")
         given = e.get("input")
-        parts.append(
-            f"{where}: {problem}" + (f" (given: {given!r})" if isinstance(given, str) else "")
-        )
+        shown = isinstance(given, str) and not _SECRET_LOOKING.search(where)
+        parts.append(f"{where}: {problem}" + (f" (given: {given!r})" if shown else ""))
     return "; ".join(parts)
+
+
+def environment_names(settings_class: type[BaseSettings]) -> set[str]:
+    """The environment variables ``settings_class`` reads (upper case)."""
+    prefix = str(settings_class.model_config.get("env_prefix", ""))
+    names: set[str] = set()
+    for name, info in settings_class.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names |= {c for c in alias.choices if isinstance(c, str)}
+        elif isinstance(alias, str):
+            names.add(alias)
+        else:
+            names.add(prefix + name)
+    return {n.upper() for n in names}
+
+
+def scoped_environ(
+    settings_class: type[BaseSettings], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """``environ`` without the ``SB_*`` and credential-looking variables that
+    ``settings_class`` does not read: each service gets only the secrets it needs (the tool
+    executor never sees a model key or the gateway token)."""
+    wanted = environment_names(settings_class)
+    return {
+        k: v
+        for k, v in environ.items()
+        if k.upper() in wanted or not (k.upper().startswith("SB_") or _SECRET_LOOKING.search(k))
+    }
 
 
 def default_home() -> Path:
@@ -105,11 +140,18 @@ class CommonSettings(Settings):
 
     home: Path = Field(default_factory=default_home)
     nats_url: str = "nats://127.0.0.1:4222"
+    # The service's own NATS user (switchboard.natsauth); empty: anonymous, for a server
+    # without authorization (tests of the library only).
+    nats_user: str = ""
+    nats_password: SecretStr = SecretStr("")
+    # TLS to NATS: a CA bundle to verify the server with (a tls:// URL alone uses the system's).
+    nats_tls_ca: Path | None = None
     subject_prefix: str = "sb"
     instance: str = ""
     log_level: str = "INFO"
     log_json: bool = True
-    ops_host: str = "0.0.0.0"
+    # Health and metrics; loopback unless a deployment opens it (Compose and Kubernetes do).
+    ops_host: str = "127.0.0.1"
     ops_port: int = Field(default=0, ge=0, le=65535)
     otlp_endpoint: str = Field(
         default="",
@@ -140,6 +182,14 @@ class CommonSettings(Settings):
         if field not in type(self).model_fields:
             raise AttributeError(f"{type(self).__name__} has no {field} setting")
         return str(getattr(self, field))
+
+
+class RpcSettings(Settings):
+    """Mixin for services that serve or call internal gRPC."""
+
+    # Their credential: servers require it of every call but health, clients send it (embedded
+    # mode generates one under $SB_HOME/secrets; Compose and Kubernetes take it from a secret).
+    service_token: SecretStr = SecretStr("")
 
 
 class DatabaseSettings(Settings):

@@ -30,6 +30,8 @@ REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 SESSIONS = "switchboard.v1.Sessions"
 UPLOAD = "/test.Upload/Count"
 FAIL = "/test.Upload/Fail"
+TOKEN = "test-service-token-0123456789abcdef"
+BEARER = (("authorization", f"Bearer {TOKEN}"),)
 
 
 def handled(method: str, code: str = "OK") -> float:
@@ -95,7 +97,8 @@ async def _serve(otlp: Receiver) -> Served:
     settings = CommonSettings.from_environ({"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint})
     telemetry = setup_telemetry("rpc-test", "switchboard-rpc-test", settings)
     server = rpc.GrpcServer(
-        [rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())]
+        [rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())],
+        token=TOKEN,
     )
     uploads = Uploads()
     server.server.add_generic_rpc_handlers((uploads.handlers(),))
@@ -127,7 +130,7 @@ async def _every_kind(otlp: Receiver) -> None:
     before = {kind: handled(method) for kind, method in methods.items()}
     clients: dict[str, Any] = {}
     try:
-        async with rpc.channel(served.target) as ch:
+        async with rpc.channel(served.target, TOKEN) as ch:
             with tracer.start_as_current_span("client unary") as span:
                 clients["unary"] = span
                 reply = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest())
@@ -197,13 +200,13 @@ async def test_server_traces_and_times_every_kind_of_rpc(otlp: Receiver) -> None
 async def _deadlines_and_metadata(otlp: Receiver) -> None:
     served = await _serve(otlp)
     try:
-        async with rpc.channel(served.target) as ch:
+        async with rpc.channel(served.target, TOKEN) as ch:
             with trace.get_tracer("test.client").start_as_current_span("caller") as span:
                 assert await ch.stream_unary(UPLOAD)(_chunks()) == b"6"
                 assert await ch.stream_unary(UPLOAD)(_chunks(), timeout=600) == b"6"
                 trace_id = format(span.get_span_context().trace_id, "032x")
         async with grpc.aio.insecure_channel(served.target) as plain:  # no interceptors
-            assert await plain.stream_unary(UPLOAD)(_chunks()) == b"6"
+            assert await plain.stream_unary(UPLOAD)(_chunks(), metadata=BEARER) == b"6"
     finally:
         await served.server.stop(0)
         served.telemetry.shutdown()
@@ -225,7 +228,7 @@ async def _errors(otlp: Receiver) -> None:
     served = await _serve(otlp)
     before = handled(FAIL, "ERROR")
     try:
-        async with rpc.channel(served.target) as ch:
+        async with rpc.channel(served.target, TOKEN) as ch:
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await ch.unary_unary(FAIL)(b"x")
             assert raised.value.code() == grpc.StatusCode.UNKNOWN
@@ -245,7 +248,7 @@ async def test_check_health_of_the_server_and_each_service(otlp: Receiver) -> No
     async def run() -> None:
         served = await _serve(otlp)
         try:
-            async with rpc.channel(served.target) as ch:
+            async with rpc.channel(served.target, TOKEN) as ch:
                 assert await rpc.check_health(ch)
                 assert await rpc.check_health(ch, SESSIONS)
                 assert served.server.service_names == [SESSIONS]
@@ -264,7 +267,7 @@ async def test_channel_balances_over_several_addresses(otlp: Receiver) -> None:
     async def run() -> None:
         first, second = await _serve(otlp), await _serve(otlp)
         try:
-            async with rpc.channel(f"{first.target}, {second.target}") as ch:
+            async with rpc.channel(f"{first.target}, {second.target}", TOKEN) as ch:
                 # round robin over the addresses that are connected: both, once both are
                 for _ in range(200):
                     assert await ch.stream_unary(UPLOAD)(_chunks()) == b"6"
@@ -277,3 +280,52 @@ async def test_channel_balances_over_several_addresses(otlp: Receiver) -> None:
                 served.telemetry.shutdown()
 
     await asyncio.create_task(run())
+
+
+async def _credentials(otlp: Receiver) -> None:
+    served = await _serve(otlp)
+    denied_before = REGISTRY.get_sample_value(
+        "sb_grpc_server_unauthenticated_total", {"method": f"/{SESSIONS}/List"}
+    )
+    try:
+        async with grpc.aio.insecure_channel(served.target) as plain:
+            list_sessions = plain.unary_unary(
+                f"/{SESSIONS}/List",
+                request_serializer=sessions_pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=sessions_pb2.ListSessionsResponse.FromString,
+            )
+            wrong = (("authorization", "Bearer not-the-token"),)
+            for metadata in ((), wrong, (("authorization", TOKEN),)):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await list_sessions(sessions_pb2.ListSessionsRequest(), metadata=metadata)
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            with pytest.raises(grpc.aio.AioRpcError) as streaming:  # client streaming too
+                await plain.stream_unary(UPLOAD)(_chunks())
+            assert streaming.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            # Reflection would tell a stranger what there is to call: closed as well.
+            stub = reflection_pb2_grpc.ServerReflectionStub(plain)
+            request = reflection_pb2.ServerReflectionRequest(list_services="")
+            with pytest.raises(grpc.aio.AioRpcError) as reflecting:
+                async for _ in stub.ServerReflectionInfo(iter([request])):
+                    pass
+            assert reflecting.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            # Health stays open for probes; the right credential opens the rest.
+            health = await health_pb2_grpc.HealthStub(plain).Check(health_pb2.HealthCheckRequest())
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            await list_sessions(sessions_pb2.ListSessionsRequest(), metadata=BEARER)
+    finally:
+        await served.server.stop(0)
+        served.telemetry.shutdown()
+    denied = REGISTRY.get_sample_value(
+        "sb_grpc_server_unauthenticated_total", {"method": f"/{SESSIONS}/List"}
+    )
+    assert (denied or 0) - (denied_before or 0) == 3
+
+
+async def test_every_call_but_health_needs_the_service_credential(otlp: Receiver) -> None:
+    await asyncio.create_task(_credentials(otlp))
+
+
+def test_a_server_without_a_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="SB_SERVICE_TOKEN"):
+        rpc.GrpcServer([], token="")

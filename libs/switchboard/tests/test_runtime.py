@@ -20,13 +20,20 @@ from prometheus_client import REGISTRY
 from switchboard import bus, registry, rpc
 from switchboard.errors import ConfigError, DependencyUnavailable
 from switchboard.runtime import ServiceRuntime, Stopped, service_ready
-from switchboard.settings import CommonSettings
+from switchboard.settings import CommonSettings, RpcSettings
 from switchboard.v1 import messages_pb2, sessions_pb2, sessions_pb2_grpc
 from switchboard_agent.config import AgentSettings
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 
 Inbound = messages_pb2.InboundMessage
 SESSIONS = "switchboard.v1.Sessions"
+
+
+TOKEN = "runtime-test-token-0123456789"
+
+
+class RpcTestSettings(CommonSettings, RpcSettings):
+    pass
 
 
 def settings_for(nats_url: str, **environ: str) -> CommonSettings:
@@ -286,11 +293,14 @@ async def _watch(ch: grpc.aio.Channel, service: str, statuses: list[int]) -> Non
 async def test_serve_grpc_serving_then_not_serving_and_closed(nats_url: str) -> None:
     stop = asyncio.Event()
     statuses: dict[str, list[int]] = {"": [], SESSIONS: []}
-    async with ServiceRuntime(registry.get("agent"), settings_for(nats_url), stop) as rt:
+    settings = RpcTestSettings.from_environ(
+        {"SB_NATS_URL": nats_url, "SB_OPS_HOST": "127.0.0.1", "SB_SERVICE_TOKEN": TOKEN}
+    )
+    async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         servicer = rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())
         server = await rt.serve_grpc("127.0.0.1", 0, servicer)
         assert server.port > 0
-        ch = rpc.channel(f"127.0.0.1:{server.port}")
+        ch = rpc.channel(f"127.0.0.1:{server.port}", TOKEN)
         assert await rpc.check_health(ch, timeout=10)
         assert await rpc.check_health(ch, SESSIONS, timeout=10)
         watchers = [asyncio.create_task(_watch(ch, name, got)) for name, got in statuses.items()]
@@ -339,3 +349,12 @@ async def test_published_payload_round_trip_through_bus_helpers(nats_url: str) -
 
         assert await eventually(arrived)
     assert got == [sent]
+
+
+async def test_serve_grpc_needs_a_service_token(nats_url: str) -> None:
+    stop = asyncio.Event()
+    settings = RpcTestSettings.from_environ({"SB_NATS_URL": nats_url, "SB_OPS_HOST": "127.0.0.1"})
+    async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
+        servicer = rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())
+        with pytest.raises(ConfigError, match="SB_SERVICE_TOKEN"):
+            await rt.serve_grpc("127.0.0.1", 0, servicer)

@@ -111,7 +111,7 @@ def test_agent_secrets_never_print() -> None:
 
 
 def test_gateway_token_never_prints() -> None:
-    token = "gw-token-91b7e3"
+    token = "gw-token-91b7e3c04f2a8d5e6b1c"
     settings = GatewaySettings.from_environ({"SB_GATEWAY_TOKEN": token})
     assert settings.gateway_token.get_secret_value() == token
     _assert_hidden(settings, [token])

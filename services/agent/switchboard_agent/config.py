@@ -8,15 +8,15 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from switchboard.queue_modes import QueueMode
-from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings
+from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
 
 from .approval_rules import ApprovalRules
 from .policy import ToolPolicy
 from .toolgate import ToolRules
 
 
-class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings):
-    agent_grpc_host: str = "0.0.0.0"
+class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings):
+    agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)
     max_iterations: int = Field(default=8, ge=1, le=100)
     max_tokens: int = Field(default=4096, ge=1)

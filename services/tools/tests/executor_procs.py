@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from switchboard import bus, registry
 from switchboard.embedded import free_port
 from switchboard.v1 import messages_pb2
+from tests.support.servers import service_nats_env
 
 SUBJECTS = bus.Subjects()
 READY_LINE = "tool executor ready"  # logged once the TOOLS consumer is set up
@@ -143,7 +144,12 @@ class ExecutorProcesses:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", registry.get("tools").module],
-                env={**self.env, "SB_OPS_PORT": str(port), "SB_INSTANCE": name},
+                env={
+                    **self.env,
+                    **service_nats_env(self.env["SB_NATS_URL"], "tools"),
+                    "SB_OPS_PORT": str(port),
+                    "SB_INSTANCE": name,
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

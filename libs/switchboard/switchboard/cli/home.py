@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from pathlib import Path
 import psutil
 from pydantic import SecretStr
 
+from switchboard import natsauth
 from switchboard.embedded import wait_gone
 
 TOKEN_ENV = "SB_GATEWAY_TOKEN"
@@ -55,9 +57,28 @@ class Home:
     def token_file(self) -> Path:
         return self.root / "gateway-token"
 
+    @property
+    def secrets_dir(self) -> Path:
+        """The internal credentials: NATS passwords, the gRPC service token."""
+        return self.root / "secrets"
+
     def create(self) -> None:
-        for path in (self.root, self.nats_dir, self.run_dir, self.logs_dir, self.workspaces_dir):
-            path.mkdir(parents=True, exist_ok=True)
+        """The folders, each readable by this user only (they hold secrets, transcripts...).
+        Run again after PostgreSQL started: pgserver widens the folders above its data dir."""
+        folders = (
+            self.root,
+            self.nats_dir,
+            self.run_dir,
+            self.logs_dir,
+            self.workspaces_dir,
+            self.secrets_dir,
+        )
+        # As root, PostgreSQL and sandboxed commands run as users of their own: they may pass
+        # through SB_HOME and workspaces/ to their own folders (x, never r: no listing).
+        passable = (self.root, self.workspaces_dir) if os.geteuid() == 0 else ()
+        for path in folders:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o711 if path in passable else 0o700)
 
     def pid_file(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
@@ -71,9 +92,16 @@ class Token:
 
 
 def gateway_token(home: Home, configured: SecretStr | None) -> Token:
-    """SB_GATEWAY_TOKEN if set, else the stored token, else a new one stored with mode 0600."""
+    """SB_GATEWAY_TOKEN if set (refused when weak), else the stored token, else a new one
+    stored with mode 0600."""
+    from switchboard import tokens
+
     if configured is not None and configured.get_secret_value():
-        return Token(configured.get_secret_value(), TOKEN_ENV, generated=False)
+        try:
+            value = tokens.require_strong(TOKEN_ENV, configured.get_secret_value())
+        except tokens.WeakToken as exc:
+            raise HomeError(str(exc)) from None
+        return Token(value, TOKEN_ENV, generated=False)
     path = home.token_file
     if path.exists():
         path.chmod(0o600)
@@ -86,6 +114,44 @@ def gateway_token(home: Home, configured: SecretStr | None) -> Token:
     with os.fdopen(fd, "w") as f:
         f.write(value + "\n")
     return Token(value, str(path), generated=True)
+
+
+def _write_new(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def nats_credentials(home: Home) -> natsauth.Credentials:
+    """The NATS password of every user (``secrets/nats.json``, mode 0600), new ones added."""
+    path = home.secrets_dir / "nats.json"
+    stored: dict[str, str] = {}
+    if path.exists():
+        path.chmod(0o600)
+        with contextlib.suppress(ValueError):
+            loaded = json.loads(path.read_text())
+            if isinstance(loaded, dict):
+                stored = {k: v for k, v in loaded.items() if isinstance(v, str) and v[:1].isalpha()}
+    fresh = natsauth.Credentials.generate().passwords
+    passwords = {user: stored.get(user) or fresh[user] for user in natsauth.users()}
+    if passwords != stored:
+        _write_new(path, json.dumps(passwords, indent=1) + "\n")
+    return natsauth.Credentials(passwords)
+
+
+def service_token(home: Home, configured: SecretStr | None) -> str:
+    """SB_SERVICE_TOKEN if set, else the one in ``secrets/service-token`` (made on first use)."""
+    if configured is not None and configured.get_secret_value():
+        return configured.get_secret_value()
+    path = home.secrets_dir / "service-token"
+    if path.exists():
+        path.chmod(0o600)
+        value = path.read_text().strip()
+        if value:
+            return value
+    value = secrets.token_urlsafe(32)
+    _write_new(path, value + "\n")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,15 +27,18 @@ from switchboard.cli.home import (
     Token,
     claim,
     gateway_token,
+    nats_credentials,
     reap_stale,
     remove_pid,
+    service_token,
     write_pid,
 )
 from switchboard.cli.inprocess import InProcess
 from switchboard.cli.settings import DEFAULT_HTTP_PORT, LauncherSettings
 from switchboard.cli.supervisor import Instance, ServiceSpec, Supervisor, plan_instances
 from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
-from switchboard.host import Backoff, dump_tasks
+from switchboard.host import Backoff, dump_tasks, settings_class
+from switchboard.settings import scoped_environ
 
 SERVICES_LOG = "services.log"  # the log of the services hosted in the launcher's process
 
@@ -141,7 +144,10 @@ class Launcher:
         self._announce(token)
 
         self.nats = NatsServer(
-            home.nats_dir, self.settings.nats_port, log_file=home.logs_dir / "nats.log"
+            home.nats_dir,
+            self.settings.nats_port,
+            log_file=home.logs_dir / "nats.log",
+            credentials=nats_credentials(home),
         )
         self._nats_start = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
         if self.settings.database_url is not None:
@@ -154,7 +160,7 @@ class Launcher:
         assert self.nats.pid is not None
         write_pid(home.pid_file("nats"), self.nats.pid)
 
-        instances = self._plan(token.value)
+        instances = self._plan(token.value, service_token(home, self.settings.service_token))
         if self.processes:
             self.supervisor = Supervisor(instances, stop_timeout=self.stop_timeout, err=self.err)
         else:
@@ -179,12 +185,12 @@ class Launcher:
             message = f"Gateway token: stored in {token.source}"
         print(message, file=self.out, flush=True)
 
-    def _plan(self, token: str) -> list[Instance]:
+    def _plan(self, token: str, internal_token: str) -> list[Instance]:
         assert self.nats is not None
         common = {
             **self.environ,
-            "SB_NATS_URL": self.nats.url,
             "SB_DATABASE_URL": self.database_url,
+            "SB_SERVICE_TOKEN": internal_token,
             "SB_HOME": str(self.home.root),
             "SB_GATEWAY_TOKEN": token,
             "SB_HTTP_PORT": str(self.http_port),
@@ -195,13 +201,17 @@ class Launcher:
         for service in registry.SERVICES:
             for port in service.ports:
                 common.setdefault(port.host_setting, "127.0.0.1")
-        return plan_instances(
+        instances = plan_instances(
             self.services,
             common,
             self.home,
             self.backoff,
             reserved_ports={self.http_port, self.nats.port},
         )
+        for inst in instances:  # each sees only its own secrets, and is its own NATS user
+            inst.env = scoped_environ(settings_class(inst.service), inst.env)
+            inst.env.update(self.nats.service_env(inst.service.name))
+        return instances
 
     async def _until_stopped(self, stop: asyncio.Event, started: float, token_source: str) -> int:
         stopped = asyncio.create_task(stop.wait())
@@ -241,14 +251,16 @@ class Launcher:
         """PostgreSQL is up (or failed: ServerError propagates and stops the launch)."""
         assert self._pg_start is not None and self.postgres is not None
         uri = self._pg_start.result()
+        self.home.create()  # pgserver opened up SB_HOME for its own user: close it again
         if self.postgres.pid is not None:
             write_pid(self.home.pid_file("postgres"), self.postgres.pid)
         if uri != self.database_url and self.supervisor is not None:
             self.say(f"PostgreSQL listens at {uri}, not {self.database_url}; restarting services")
             self.database_url = uri
             for inst in self.supervisor.instances:
-                inst.env["SB_DATABASE_URL"] = uri
-                self.supervisor.restart(inst)
+                if "SB_DATABASE_URL" in inst.env:
+                    inst.env["SB_DATABASE_URL"] = uri
+                    self.supervisor.restart(inst)
 
     async def _wait_ready(self) -> bool:
         import httpx

@@ -25,6 +25,7 @@ class LauncherSettings(Settings):
     nats_port: int | None = None  # SB_NATS_PORT: default, a free port
     database_url: SecretStr | None = None  # SB_DATABASE_URL: use it instead of pgserver
     gateway_token: SecretStr | None = None  # SB_GATEWAY_TOKEN: else the stored/new one
+    service_token: SecretStr | None = None  # SB_SERVICE_TOKEN: else the stored/new one
     processes: bool = False  # SB_PROCESSES: one process per service (as `up --processes`)
 
     @field_validator("http_port")

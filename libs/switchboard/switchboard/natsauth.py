@@ -1,0 +1,171 @@
+"""NATS users: one per service, each allowed only the subjects it needs (DESIGN.md section 15).
+
+The permission table below is the one source of truth. :func:`server_config` renders it as a
+nats-server ``authorization`` block whose passwords are environment references
+(``$SB_NATS_PASSWORD_<USER>``): embedded mode writes it under ``$SB_HOME`` and passes generated
+passwords in nats-server's environment; Compose and Kubernetes mount the same text, generated
+into ``k8s/components/dev-dependencies/nats-auth.conf``
+(``make nats-auth``; a test checks it for drift), with the passwords from secrets.
+
+Each user also gets its own inbox prefix (``_INBOX_<user>``), so no service can listen to the
+replies meant for another. ``admin`` (no restrictions) is for operators and test fixtures;
+no service runs as admin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from . import registry
+from .bus import Subjects, inbox_prefix
+
+ADMIN = "admin"
+# Who creates and updates the streams and KV buckets; the others wait for them to exist.
+STREAM_OWNER = "router"
+DEPLOY_CONFIG = "k8s/components/dev-dependencies/nats-auth.conf"
+
+
+@dataclass(frozen=True)
+class Permissions:
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+
+def users() -> list[str]:
+    return [ADMIN, *registry.names()]
+
+
+def password_variable(user: str) -> str:
+    """The environment variable nats-server reads ``user``'s password from."""
+    return f"SB_NATS_PASSWORD_{user.upper().replace('-', '_')}"
+
+
+def _consumer(s: Subjects, base: str) -> list[str]:
+    """Bind to (create, look up) and pull from a durable consumer of the stream ``base``; ack."""
+    stream = s.stream(base)
+    return [
+        f"$JS.API.CONSUMER.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.INFO.{stream}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>",
+        f"$JS.ACK.{stream}.>",
+    ]
+
+
+def permissions(service: str, s: Subjects | None = None) -> Permissions:
+    """What ``service`` may publish and subscribe to (besides answering requests it received)."""
+    s = s or Subjects()
+    p = s.prefix
+    publish = ["$JS.API.INFO", "$JS.API.STREAM.INFO.*"]
+    subscribe = [f"{inbox_prefix(service)}.>", s.health(service)]
+    if service == STREAM_OWNER:
+        publish += ["$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*"]
+    if service == "gateway":
+        publish += [f"{p}.inbound.>", s.health("*"), *_consumer(s, "OUTBOUND")]
+        subscribe += [f"{p}.events.>"]
+    elif service == "router":
+        publish += [f"{p}.lane.>", *_consumer(s, "INBOUND")]
+    elif service == "agent":
+        lanes, kv = s.stream("LANES"), f"KV_{s.lease_bucket}"
+        publish += [
+            *_consumer(s, "LANES"),
+            f"$JS.API.DIRECT.GET.{lanes}",
+            f"$JS.API.DIRECT.GET.{lanes}.>",
+            f"$KV.{s.lease_bucket}.>",
+            f"$JS.API.DIRECT.GET.{kv}.>",
+            f"$JS.API.STREAM.MSG.GET.{kv}",
+            s.tools_call("*"),
+            s.tools_cancel("*"),
+            s.tools_specs(),
+            f"{p}.approvals.>",
+            f"{p}.events.>",
+            f"{p}.outbound.>",
+        ]
+        subscribe += [
+            f"{p}.lane.>",
+            s.tools_result("*"),
+            s.tools_update("*"),
+            f"{p}.approvals.>",
+        ]
+    elif service == "tools":
+        # The executor only takes calls from TOOLS and answers; it can never start a call.
+        publish += [
+            *_consumer(s, "TOOLS"),
+            s.tools_result("*"),
+            s.tools_update("*"),
+            s.tools_proc("*"),
+            s.tools_procs(),
+        ]
+        subscribe += [s.tools_specs(), s.tools_cancel("*"), s.tools_proc("*"), s.tools_procs()]
+    elif service not in registry.names():
+        raise KeyError(f"no NATS permissions for unknown service {service!r}")
+    return Permissions(tuple(publish), tuple(subscribe))
+
+
+def _allow(kind: str, subjects: Iterable[str]) -> list[str]:
+    return [f"      {kind}: {{allow: [", *(f'        "{x}"' for x in subjects), "      ]}"]
+
+
+def server_config(s: Subjects | None = None) -> str:
+    """The nats-server ``authorization`` block for every user of :func:`users`."""
+    s = s or Subjects()
+    lines = [
+        "# Generated from libs/switchboard/switchboard/natsauth.py by"
+        " `make nats-auth`: do not edit.",
+        "# One user per service with the subjects it needs; passwords come from the environment.",
+        "authorization {",
+        "  users = [",
+        f"    {{user: {ADMIN}, password: ${password_variable(ADMIN)}}}",
+    ]
+    for name in registry.names():
+        perms = permissions(name, s)
+        lines += [
+            f"    {{user: {name}, password: ${password_variable(name)}, permissions: {{",
+            *_allow("publish", perms.publish),
+            *_allow("subscribe", perms.subscribe),
+            "      allow_responses: true",
+            "    }}",
+        ]
+    lines += ["  ]", "}", ""]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A password per user (embedded mode and tests generate them). nats-server parses an
+    environment value like a config value: one starting with a digit is read as a number and
+    refused, so every password starts with a letter and is hex after it."""
+
+    passwords: Mapping[str, str]
+
+    @classmethod
+    def generate(cls) -> Credentials:
+        return cls({user: "p" + secrets.token_hex(24) for user in users()})
+
+    @classmethod
+    def derive(cls, admin_password: str) -> Credentials:
+        """Every password from the admin's (HMAC per user): whoever holds the admin password
+        (test fixtures) can start services as their own users."""
+        key = admin_password.encode()
+
+        def password(user: str) -> str:
+            return "p" + hmac.new(key, user.encode(), hashlib.sha256).hexdigest()
+
+        return cls({u: admin_password if u == ADMIN else password(u) for u in users()})
+
+    def server_env(self) -> dict[str, str]:
+        """nats-server's environment: the password variables of :func:`server_config`."""
+        return {password_variable(user): pw for user, pw in self.passwords.items()}
+
+    def service_env(self, user: str) -> dict[str, str]:
+        """What a service (or the admin) connects with."""
+        return {"SB_NATS_USER": user, "SB_NATS_PASSWORD": self.passwords[user]}
+
+
+if __name__ == "__main__":
+    sys.stdout.write(server_config())
