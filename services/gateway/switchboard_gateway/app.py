@@ -26,6 +26,7 @@ from .channels.base import ChannelAdapter
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
+from .limits import BodyLimit, StreamSlots
 from .metrics import REQUESTS
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,8 @@ def create_app(
 ) -> FastAPI:
     """The gateway's API; ``channels``: the chat channels whose webhooks it serves."""
     callees = registry.get(rt.name).calls
-    grpc_channels = {name: rpc.channel(settings.address(name)) for name in callees}
+    token = settings.service_token.get_secret_value()
+    grpc_channels = {name: rpc.channel(settings.address(name), token) for name in callees}
     agent = grpc_channels["agent"]
 
     @asynccontextmanager
@@ -116,6 +118,7 @@ def create_app(
     app.state.approvals = approvals_pb2_grpc.ApprovalsStub(agent)
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)
     app.state.channels = channels
+    app.state.streams = StreamSlots(settings.max_streams_per_token)
 
     add_system_readiness(rt.readiness, rt, grpc_channels)
     app.add_api_route("/", status_page.page, methods=["GET"], include_in_schema=False)
@@ -137,5 +140,7 @@ def create_app(
         app.include_router(channel_routes.router)
     install_error_handlers(app)
     app.add_middleware(TokenAuth, token=settings.gateway_token.get_secret_value())
+    # Before authentication and any parsing: an oversized body is refused from its headers.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(TraceMiddleware)  # outermost: refused requests are traced and counted
     return app

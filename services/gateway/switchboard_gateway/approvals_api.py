@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from switchboard.sessions import AgentId, direct_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
-from .errors import ApiError, agent_unavailable, checked_session_key
+from .errors import ApiError, agent_error, checked_session_key
 
 router = APIRouter()
 STATUSES = ("awaiting_approval", "approved", "denied", "expired", "cancelled")
-# gRPC status of a refused invocation -> HTTP status.
+# gRPC status of a refused invocation -> HTTP status (the agent tags each refusal).
 _INVOKE_REFUSALS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
     grpc.StatusCode.PERMISSION_DENIED: 403,
@@ -83,7 +83,7 @@ async def list_approvals(
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_unavailable() from exc
+        raise agent_error(exc, "Approvals.List", {}) from exc
     return {"approvals": [approval_json(a) for a in reply.approvals]}
 
 
@@ -102,9 +102,10 @@ async def decide(approval_id: str, body: Decision, request: Request) -> dict[str
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.NOT_FOUND:
             raise ApiError(404, f"No approval {approval_id!r}", code="approval_not_found") from exc
-        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
-            raise ApiError(409, exc.details() or "already decided", code="already_decided") from exc
-        raise agent_unavailable() from exc
+        error = agent_error(exc, "Approvals.Decide", {grpc.StatusCode.FAILED_PRECONDITION: 409})
+        if error.status == 409:
+            error.code = "already_decided"
+        raise error from exc
     return approval_json(reply)
 
 
@@ -127,10 +128,7 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
             timeout=settings.tool_invoke_timeout_s,
         )
     except grpc.aio.AioRpcError as exc:
-        status = _INVOKE_REFUSALS.get(exc.code())
-        if status is None:
-            raise agent_unavailable() from exc
-        raise ApiError(status, exc.details() or "refused", code=_invoke_code(exc)) from exc
+        raise agent_error(exc, "ToolAccess.Invoke", _INVOKE_REFUSALS, marked=True) from exc
     return JSONResponse(
         {
             "ok": reply.ok,
@@ -141,11 +139,3 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
             **({"dryRun": True} if body.dry_run else {}),
         }
     )
-
-
-def _invoke_code(exc: grpc.aio.AioRpcError) -> str | None:
-    """The agent puts the refusal's code in the trailing metadata (``sb-error``)."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == "sb-error":
-            return str(value)
-    return None

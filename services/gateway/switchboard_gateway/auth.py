@@ -3,6 +3,7 @@ else of a request is read (its body included)."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from fastapi.responses import JSONResponse
@@ -10,7 +11,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import error_body
 
-PUBLIC = frozenset({"/", "/healthz", "/readyz", "/metrics"})
+# /metrics is not public: its series name routes, channels and volumes. /openapi.json is served
+# behind the token; the docs pages (/docs, /redoc) are not served at all.
+PUBLIC = frozenset({"/", "/healthz", "/readyz"})
 # Channel webhooks are authenticated by the platform's own signature or secret.
 PLATFORM_AUTHENTICATED = "/channels/"
 
@@ -27,6 +30,13 @@ def token_problem(header: str, expected: str) -> str | None:
     if not hmac.compare_digest(token.strip().encode(), expected.encode()):
         return "Invalid bearer token."
     return None
+
+
+def caller_id(authorization: str) -> str:
+    """Who an authenticated request is (per-token limits): a digest of its bearer token, so
+    that the token itself is not kept."""
+    token = authorization.partition(" ")[2].strip()
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 class TokenAuth:

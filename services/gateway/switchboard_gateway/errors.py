@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
+import grpc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -14,12 +17,14 @@ from switchboard.sessions import validate_session_key
 
 from .conversations import BusUnavailable
 
+log = logging.getLogger(__name__)
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
     413: "invalid_request_error",
     422: "invalid_request_error",
+    429: "rate_limit_error",
     503: "service_unavailable",
     504: "timeout_error",
 }
@@ -47,6 +52,39 @@ def checked_session_key(key: str, param: str = "key") -> str:
 def agent_unavailable() -> ApiError:
     """The agent's gRPC services did not answer (internal detail stays in the logs)."""
     return ApiError(503, "The agent service is not available; try again shortly.")
+
+
+def agent_error(
+    exc: grpc.aio.AioRpcError,
+    call: str,
+    ours: Mapping[grpc.StatusCode, int],
+    *,
+    marked: bool = False,
+) -> ApiError:
+    """The HTTP error for a failed gRPC ``call`` to the agent. Only the status codes in
+    ``ours`` (mapped to their HTTP status) are ones the agent's servicers abort with a message
+    written for callers, so only their details reach the caller; with ``marked``, only when the
+    agent also tagged the refusal (``sb-error`` trailing metadata), so that the same code from
+    elsewhere (an interceptor, gRPC itself) is not mistaken for it. Anything else (gRPC's own
+    text, an exception's message, which may name hosts, paths or internals) is logged and
+    answered with a fixed message."""
+    code = exc.code()
+    status = ours.get(code)
+    if status is not None and (not marked or refusal_kind(exc) is not None):
+        return ApiError(status, exc.details() or code.name.lower(), code=refusal_kind(exc))
+    level = logging.ERROR if code == grpc.StatusCode.UNAUTHENTICATED else logging.WARNING
+    log.log(level, "agent %s failed: %s: %s", call, code.name, exc.details())
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ApiError(504, "The agent did not answer in time.")
+    return agent_unavailable()
+
+
+def refusal_kind(exc: grpc.aio.AioRpcError) -> str | None:
+    """The kind of refusal the agent put in the trailing metadata (``sb-error``), if any."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == "sb-error":
+            return str(value)
+    return None
 
 
 def error_body(
@@ -101,8 +139,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        code = "request_too_large" if exc.status_code == 413 else None
         return JSONResponse(
-            error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code
+            error_body(exc.status_code, str(exc.detail), code), status_code=exc.status_code
         )
 
     async def on_bus_down(_: Request, exc: Exception) -> JSONResponse:

@@ -9,18 +9,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 from nats.aio.msg import Msg
 
 from switchboard import bus
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
+from .auth import caller_id
 from .errors import checked_session_key
+from .limits import SlotStream, StreamSlots
 
 router = APIRouter()
 HEARTBEAT_S = 15.0
 QUEUE_LIMIT = 10_000  # events buffered for a slow client before it is cut off
+LIFETIME_REACHED = ": the stream reached its maximum lifetime; reconnect to go on\n\n"
 
 
 def event_json(e: messages_pb2.AgentEvent) -> dict[str, Any]:
@@ -50,8 +52,13 @@ def event_json(e: messages_pb2.AgentEvent) -> dict[str, Any]:
 
 
 @router.get("/api/sessions/{key}/events")
-async def session_events(key: str, request: Request) -> StreamingResponse:
+async def session_events(key: str, request: Request) -> SlotStream:
+    """The stream holds one of the token's stream slots (SB_MAX_STREAMS_PER_TOKEN) and ends,
+    with a comment saying so, after SB_STREAM_MAX_LIFETIME_S (clients reconnect)."""
     key = checked_session_key(key)
+    streams: StreamSlots = request.app.state.streams
+    slot = streams.take(caller_id(request.headers.get("authorization", "")))
+    lifetime_s: float = request.app.state.settings.stream_max_lifetime_s
     conversations = request.app.state.conversations
     nc = conversations.nc
     subject = conversations.subjects.events(session_token(key))
@@ -67,13 +74,20 @@ async def session_events(key: str, request: Request) -> StreamingResponse:
         sub = await nc.subscribe(
             subject, cb=bus.decoding(messages_pb2.AgentEvent, on_event, "session events")
         )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + lifetime_s
         try:
             yield ": connected\n\n"
             while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    yield LIFETIME_REACHED
+                    return
                 try:
-                    event = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+                    event = await asyncio.wait_for(queue.get(), min(HEARTBEAT_S, remaining))
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
+                    if deadline > loop.time():
+                        yield ": keep-alive\n\n"
                     continue
                 if event is None:
                     return
@@ -81,6 +95,4 @@ async def session_events(key: str, request: Request) -> StreamingResponse:
         finally:
             await sub.unsubscribe()
 
-    return StreamingResponse(
-        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+    return SlotStream(stream(), slot, headers={"Cache-Control": "no-cache"})

@@ -11,14 +11,17 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from switchboard.sessions import direct_key, is_agent_id
 from switchboard.v1 import messages_pb2
 
+from .auth import caller_id
+from .config import MESSAGES_CEILING, GatewaySettings
 from .conversations import Conversations, Outgoing, ReplyTimeout
 from .errors import ApiError, error_body
+from .limits import SlotStream, StreamSlots
 
 router = APIRouter()
 PEER = re.compile(r"[A-Za-z0-9_.@+-]{1,128}")  # fullmatch: no trailing newline
@@ -48,7 +51,7 @@ class StreamOptions(BaseModel):
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1)
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MESSAGES_CEILING)
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -90,6 +93,32 @@ def _outgoing(req: ChatRequest, agent: str, session_header: str | None) -> Outgo
     return Outgoing("openai", last.text(), key, agent, context=context)
 
 
+def _check_count(req: ChatRequest, settings: GatewaySettings) -> None:
+    """At most SB_MAX_MESSAGES_PER_REQUEST messages (400 naming the limit)."""
+    if len(req.messages) > settings.max_messages_per_request:
+        raise ApiError(
+            400,
+            f"Too many messages: {len(req.messages)} in one request, at most "
+            f"{settings.max_messages_per_request} (SB_MAX_MESSAGES_PER_REQUEST).",
+            code="too_many_messages",
+            param="messages",
+        )
+
+
+def _check_text(out: Outgoing, settings: GatewaySettings) -> None:
+    """At most SB_MAX_BODY_CHARS characters of text go on the bus for one request (the
+    context of a one-off included; 400 naming the limit)."""
+    chars = len(out.text) + sum(len(text) for _, text in out.context)
+    if chars > settings.max_body_chars:
+        raise ApiError(
+            400,
+            f"Too much text: {chars} characters in one request, at most "
+            f"{settings.max_body_chars} (SB_MAX_BODY_CHARS).",
+            code="too_much_text",
+            param="messages",
+        )
+
+
 def _finish(stop_reason: str) -> str:
     return "length" if stop_reason == "max_tokens" else "stop"
 
@@ -104,27 +133,36 @@ async def chat_completions(
     body: ChatRequest,
     request: Request,
     x_switchboard_session: str | None = Header(default=None),
-) -> JSONResponse | StreamingResponse:
-    settings = request.app.state.settings
+) -> JSONResponse | SlotStream:
+    settings: GatewaySettings = request.app.state.settings
+    _check_count(body, settings)
     agent = _agent_for(body.model, settings.default_agent)
     out = _outgoing(body, agent, x_switchboard_session)
+    _check_text(out, settings)
     conversations: Conversations = request.app.state.conversations
-    events = conversations.converse(out, settings.reply_timeout_s)
     completion_id = f"chatcmpl-{out.message_id}"
     created = int(time.time())
     if body.stream:
+        # A stream holds one of the token's slots and lasts at most SB_STREAM_MAX_LIFETIME_S.
+        streams: StreamSlots = request.app.state.streams
+        slot = streams.take(caller_id(request.headers.get("authorization", "")))
+        timeout_s = min(settings.reply_timeout_s, settings.stream_max_lifetime_s)
+        events = conversations.converse(out, timeout_s)
         try:  # publish and wait for the run to start, so errors surface as a status code
             first = await anext(events)
-        except ReplyTimeout as exc:
-            raise ApiError(
-                504, "The assistant did not start in time; the message is queued."
-            ) from exc
+        except BaseException as exc:
+            slot.release()
+            if isinstance(exc, ReplyTimeout):
+                message = "The assistant did not start in time; the message is queued."
+                raise ApiError(504, message) from exc
+            raise
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
+        return SlotStream(
             _sse(first, events, completion_id, created, body.model, include_usage),
-            media_type="text/event-stream",
+            slot,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+    events = conversations.converse(out, settings.reply_timeout_s)
     text: list[str] = []
     try:
         async for event in events:

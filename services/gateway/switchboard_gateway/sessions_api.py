@@ -15,9 +15,11 @@ from switchboard.sessions import AgentId
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .conversations import Conversations, Outgoing
-from .errors import ApiError, agent_unavailable, checked_session_key
+from .errors import ApiError, agent_error, checked_session_key
 
 router = APIRouter(prefix="/api/sessions")
+# The agent's Sessions servicer aborts with INVALID_ARGUMENT and a message for the caller.
+OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}
 
 
 class PatchSession(BaseModel):
@@ -35,6 +37,14 @@ class PostMessage(BaseModel):
 @router.post("/{key}/messages", status_code=202)
 async def post_message(key: str, body: PostMessage, request: Request) -> JSONResponse:
     settings = request.app.state.settings
+    if len(body.text) > settings.max_body_chars:
+        raise ApiError(
+            400,
+            f"Too much text: {len(body.text)} characters, at most {settings.max_body_chars} "
+            "(SB_MAX_BODY_CHARS).",
+            code="too_much_text",
+            param="text",
+        )
     out = Outgoing(
         "api",
         body.text,
@@ -68,18 +78,12 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _rpc_error(exc) from exc
+        raise agent_error(exc, "Sessions.Patch", OURS) from exc
     return {
         "session_key": reply.session_key,
         "queue_mode": reply.queue_mode or "default",
         "tool_policy": json.loads(reply.tool_policy_json) if reply.tool_policy_json else None,
     }
-
-
-def _rpc_error(exc: grpc.aio.AioRpcError) -> ApiError:
-    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-        return ApiError(400, exc.details() or "invalid request")
-    return agent_unavailable()
 
 
 @router.get("/{key}/history")
@@ -93,7 +97,7 @@ async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _rpc_error(exc) from exc
+        raise agent_error(exc, "Sessions.History", OURS) from exc
     return {
         "session_key": reply.session_key,
         "messages": [

@@ -15,7 +15,7 @@ from fastapi.routing import iter_route_contexts
 
 from .gateway_harness import Gateway, started
 
-PUBLIC = {"/", "/healthz", "/readyz", "/metrics"}
+PUBLIC = {"/", "/healthz", "/readyz"}
 WEBHOOK = "/channels/{channel}/{account}"
 PARAMS = {"key": "main:api:alice", "approval_id": "ap-1", "channel": "fakechat"}
 
@@ -82,6 +82,8 @@ def test_the_route_list_is_derived_from_the_app(gw: Gateway) -> None:
     every route it exempts exists."""
     assert {p for _, p in routes(gw.app)} >= PUBLIC | {WEBHOOK}
     assert {
+        ("GET", "/metrics"),
+        ("GET", "/openapi.json"),
         ("POST", "/v1/chat/completions"),
         ("GET", "/v1/models"),
         ("POST", "/api/sessions/{key}/messages"),
@@ -148,7 +150,23 @@ async def test_public_routes_answer_without_a_token(gw: Gateway) -> None:
         response = await gw.client.get(path)
         assert response.status_code in (200, 503), (path, response.status_code)
     assert (await gw.client.get("/healthz")).json() == {"status": "ok"}
-    assert "sb_gateway_requests_total" in (await gw.client.get("/metrics")).text
+
+
+async def test_metrics_and_the_schema_need_the_token(gw: Gateway) -> None:
+    """/metrics (route names, volumes) and /openapi.json (every route and parameter) answer
+    only with the token; the interactive docs pages are not served at all."""
+    for path in ("/metrics", "/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"):
+        for refused, codes in REFUSED:
+            headers = {k: v.replace("TOKEN", gw.token) for k, v in refused.items()}
+            assert_unauthorized(await gw.client.get(path, headers=headers), codes)
+    metrics = await gw.client.get("/metrics", headers=gw.auth)
+    assert metrics.status_code == 200
+    assert "sb_gateway_requests_total" in metrics.text
+    schema = await gw.client.get("/openapi.json", headers=gw.auth)
+    assert schema.status_code == 200
+    assert "/v1/chat/completions" in schema.json()["paths"]
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert (await gw.client.get(path, headers=gw.auth)).status_code == 404, path
 
 
 async def test_the_webhook_is_authenticated_by_its_platform_not_the_token(gw: Gateway) -> None:
