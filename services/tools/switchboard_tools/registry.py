@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,11 +28,18 @@ logger = logging.getLogger(__name__)
 _MAX_ERROR_MESSAGE = 300
 # Most validation errors reported for one call.
 _MAX_ERRORS = 20
+# Default cap on a call's JSON arguments (UTF-8 bytes): NATS's default max_payload, which a
+# ToolCall published on the bus cannot exceed anyway.
+DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who is calling and where: the agent's workspace and the time budget for this call.
+    """Who is calling and where: the call's workspace and the time budget for this call.
+    ``workspace`` is the agent's or the session's directory (``SB_WORKSPACE_SCOPE``), the same
+    for every tool of the call; ``workspace_fd``, when set, is a descriptor of it opened by the
+    executor without following symlinks (the file tools resolve every path beneath it; it is
+    the executor's and closed after the call: duplicate it to keep it).
     ``on_update``, when set, receives partial output while the tool runs (tools that stream,
     such as exec, call it with coalesced text pieces; the result stays authoritative)."""
 
@@ -43,6 +51,7 @@ class ToolContext:
     on_update: Callable[[str], Awaitable[None]] | None = field(
         default=None, compare=False, repr=False
     )
+    workspace_fd: int | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -113,7 +122,10 @@ def _error(content: str, kind: str, **details: Any) -> ToolOutput:
 class ToolRegistry:
     """The tools an executor offers, with argument validation and failure containment."""
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES) -> None:
+        """``max_args_bytes``: calls whose JSON arguments are longer (UTF-8) are refused
+        before they are parsed."""
+        self.max_args_bytes = max_args_bytes
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
         for tool in tools:
@@ -153,6 +165,15 @@ class ToolRegistry:
                 f"Unknown tool {name!r}. Available tools: {available}", "unknown_tool", tool=name
             )
 
+        size = _utf8_size(args_json, self.max_args_bytes)
+        if size > self.max_args_bytes:
+            return _error(
+                f"Arguments for {name} are too large (more than {self.max_args_bytes} bytes "
+                "of JSON per call); nothing was done. Split the work into smaller calls.",
+                "arguments_too_large",
+                size=size,
+                limit=self.max_args_bytes,
+            )
         args = self._parse_args(name, args_json)
         if isinstance(args, ToolOutput):
             return args
@@ -179,9 +200,10 @@ class ToolRegistry:
             logger.exception("tool %s raised TimeoutError (call_id=%s)", name, ctx.call_id)
             return _error(f"Tool {name} failed with an internal error", "internal_error")
         except ArgumentError as exc:
-            return _error(f"Invalid arguments for {name}: {exc.message}", "invalid_arguments")
+            message = _without_host_paths(exc.message, ctx.workspace)
+            return _error(f"Invalid arguments for {name}: {message}", "invalid_arguments")
         except ToolError as exc:
-            return _error(exc.message, "tool_error")
+            return _error(_without_host_paths(exc.message, ctx.workspace), "tool_error")
         except Exception:
             logger.exception(
                 "tool %s failed (agent=%s session=%s call_id=%s)",
@@ -214,6 +236,26 @@ class ToolRegistry:
                 "invalid_arguments",
             )
         return args
+
+
+def _utf8_size(text: object, limit: int) -> int:
+    """The UTF-8 length of ``text``; past ``limit`` characters, their number (a lower bound,
+    enough to refuse without encoding a huge string)."""
+    if not isinstance(text, str):
+        return 0
+    if len(text) > limit:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _without_host_paths(message: str, workspace: Path) -> str:
+    """A last guard for error text: the workspace's absolute path (as given and resolved)
+    becomes workspace-relative, so that no message tells the model where the host keeps it."""
+    roots = sorted({str(workspace), os.path.realpath(workspace)}, key=len, reverse=True)
+    for root in roots:
+        if root not in ("", "/") and root in message:
+            message = message.replace(root + "/", "").replace(root, ".")
+    return message
 
 
 def _json_type(value: object) -> str:

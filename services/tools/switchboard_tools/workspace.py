@@ -1,39 +1,114 @@
-"""Workspace confinement: every path a tool touches must resolve inside the agent's workspace."""
+"""Workspaces: where a call's tools work, per agent or per session (``SB_WORKSPACE_SCOPE``).
+
+``<root>/<agent>`` in scope ``agent`` (every session of the agent shares it);
+``<root>/<agent>/sessions/<session dir>`` in scope ``session`` (:func:`session_dir_name`).
+:func:`open_workspace` creates and opens it component by component without following symlinks;
+the file tools then resolve every path beneath that descriptor (:mod:`switchboard_tools.wsfs`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import re
+import stat
 from pathlib import Path
+from typing import Literal
 
 from switchboard.sessions import is_agent_id
+from switchboard_tools.beneath import O_CLOEXEC, O_PATH
 from switchboard_tools.errors import ToolError
 
+WorkspaceScope = Literal["agent", "session"]
+SESSIONS_DIR = "sessions"
+_SLUG_MAX = 40
+_UNSAFE = re.compile(r"[^a-z0-9_-]+")
+_NOFOLLOW_DIR = O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC
 
-def _realpath(path: Path | str) -> Path:
-    return Path(os.path.realpath(path))
+
+def session_dir_name(session_key: str) -> str:
+    """A directory name for ``session_key``: a readable slug and a hash of the whole key (two
+    keys with the same slug still differ). Never empty, ``.``-led or longer than 61 bytes."""
+    slug = _UNSAFE.sub("-", session_key.lower()).strip("-")[:_SLUG_MAX].strip("-")
+    digest = hashlib.sha256(session_key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{slug}-{digest}" if slug else digest
+
+
+def open_workspace(root: Path, agent: str, session_key: str | None = None) -> tuple[Path, int]:
+    """Create (if needed) and open the workspace of ``agent`` or, with ``session_key``, of
+    that session: its path and an ``O_PATH`` descriptor the caller closes.
+
+    Below ``root`` (the operator's, trusted) every directory is created with ``mkdirat`` and
+    opened with ``O_NOFOLLOW`` relative to the one before: a symlink planted in place of one
+    is refused. In session scope the directories above the session's are made searchable by
+    others (``o+x``, not listable) so that the sandbox's dedicated uid can reach it."""
+    if not isinstance(agent, str) or not is_agent_id(agent):
+        raise ToolError(f"Invalid agent id {agent!r}: expected 1-64 characters of a-z 0-9 _ -")
+    names = [agent]
+    if session_key is not None:
+        if not session_key:
+            raise ToolError("This call has no session key; session workspaces need one")
+        names += [SESSIONS_DIR, session_dir_name(session_key)]
+    real_root = Path(os.path.realpath(root))
+    real_root.mkdir(parents=True, exist_ok=True)  # like mkdir -p: the operator sets its mode
+    fd = os.open(real_root, O_PATH | os.O_DIRECTORY | O_CLOEXEC)
+    try:
+        for depth, name in enumerate(names):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                child = os.open(
+                    name, O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=fd
+                )
+            except OSError as exc:
+                raise ToolError(
+                    f"Workspace for agent {agent!r} is not a directory inside the root"
+                ) from exc
+            os.close(fd)
+            fd = child
+            if depth < len(names) - 1:
+                _searchable(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return real_root.joinpath(*names), fd
+
+
+def ensure_workspace(root: Path, agent: str, session_key: str | None = None) -> Path:
+    """Create (if needed) and return the resolved workspace (see :func:`open_workspace`)."""
+    path, fd = open_workspace(root, agent, session_key)
+    os.close(fd)
+    return path
+
+
+def _searchable(fd: int) -> None:
+    st = os.fstat(fd)
+    if not st.st_mode & stat.S_IXOTH:
+        # fchmod does not take an O_PATH descriptor; its /proc link is the same inode.
+        with contextlib.suppress(FileNotFoundError):  # no /proc: exec says what is missing
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
 
 
 def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
-    """Resolve ``user_path`` (relative to ``workspace``, or absolute inside it) to a real path.
+    """A name-based check that ``user_path`` resolves inside ``workspace`` (symlinks resolved,
+    final components may be missing): the resolved path, or :class:`ToolError`.
 
-    Symlinks are resolved (non-strict: the final components may not exist yet) and the result
-    must stay inside the resolved workspace root, otherwise :class:`ToolError` is raised. This
-    covers ``..`` traversal, absolute paths elsewhere and symlinks planted inside the workspace
-    that point outside. It is a check at resolution time: a stronger sandbox (mount namespace,
-    landlock) is what closes the remaining time-of-check/time-of-use window.
-    """
+    Advisory only (exec's argument check; the sandbox is what confines a command): the answer
+    can be stale by the time anything opens the path. Never open the returned path; the file
+    tools use :class:`switchboard_tools.wsfs.WorkspaceFS`."""
     if not isinstance(user_path, str):
         raise ToolError("Path must be a string")
     if "\x00" in user_path:
         raise ToolError("Path must not contain NUL bytes")
     if user_path.strip() == "":
         raise ToolError("Path must not be empty (use '.' for the workspace root)")
-    root = _realpath(workspace)
+    root = Path(os.path.realpath(workspace))
     candidate = Path(user_path)
     if not candidate.is_absolute():
         candidate = root / candidate
     try:
-        resolved = _realpath(candidate)
+        resolved = Path(os.path.realpath(candidate))
     except (OSError, ValueError) as exc:
         raise ToolError(f"Invalid path {user_path!r}") from exc
     if resolved != root and not resolved.is_relative_to(root):
@@ -43,45 +118,10 @@ def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
 
 def display_path(workspace: Path, resolved: Path) -> str:
     """The workspace-relative form of a resolved path, for messages shown to the model."""
-    root = _realpath(workspace)
+    root = Path(os.path.realpath(workspace))
     try:
         rel = resolved.relative_to(root)
     except ValueError:
         return str(resolved)
     text = rel.as_posix()
     return "." if text in ("", ".") else text
-
-
-def ensure_workspace(root: Path, agent: str) -> Path:
-    """Create (if needed) and return the resolved workspace ``root/<agent>``."""
-    if not isinstance(agent, str) or not is_agent_id(agent):
-        raise ToolError(f"Invalid agent id {agent!r}: expected 1-64 characters of a-z 0-9 _ -")
-    real_root = _realpath(root)
-    workspace = real_root / agent
-    try:
-        workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError as exc:
-        raise ToolError(f"Workspace for agent {agent!r} exists and is not a directory") from exc
-    resolved = _realpath(workspace)
-    if resolved != workspace or not resolved.is_dir():
-        # ``root/<agent>`` is a symlink (or something else) leading elsewhere.
-        raise ToolError(f"Workspace for agent {agent!r} is not a directory inside the root")
-    return resolved
-
-
-def inherit_owner(workspace: Path, path: Path, fd: int | None = None) -> None:
-    """Give ``path`` (or the open ``fd``) the owner of the workspace.
-
-    When the executor runs as root, sandboxed commands run as a dedicated uid that owns the
-    workspace; files the executor's own tools create are handed to it so those commands can
-    modify them. A no-op when not root or when the workspace is root's.
-    """
-    if os.geteuid() != 0:
-        return
-    st = os.stat(workspace)
-    if st.st_uid == 0:
-        return
-    if fd is not None:
-        os.fchown(fd, st.st_uid, st.st_gid)
-    else:
-        os.lchown(path, st.st_uid, st.st_gid)

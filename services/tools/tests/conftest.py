@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from switchboard_tools.beneath import Resolver, openat2_available, use_resolver
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sandbox
@@ -19,6 +20,43 @@ from switchboard_tools.workspace import ensure_workspace
 from .sandbox_checks import skip_or_fail
 
 Call = Callable[..., Awaitable[ToolOutput]]
+
+# The file tools' tests: each runs once per path resolver (openat2, and the O_NOFOLLOW walk
+# that kernels without openat2 get), see ``fs_resolver``.
+FS_TEST_MODULES = frozenset(
+    {
+        "test_fs_tools",
+        "test_edit_search",
+        "test_apply_patch",
+        "test_workspace",
+        "test_beneath",
+        "test_fs_race",
+        "test_fs_errors",
+    }
+)
+RESOLVERS: list[Resolver] = ["openat2", "walk"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in FS_TEST_MODULES:
+        metafunc.parametrize("fs_resolver", RESOLVERS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def fs_resolver(request: pytest.FixtureRequest) -> Iterator[Resolver | None]:
+    """The resolver the file tools use in this test (forced for the modules above; elsewhere
+    the automatic choice, ``None``)."""
+    which: Resolver | None = getattr(request, "param", None)
+    if which is None:
+        yield None
+        return
+    if which == "openat2" and not openat2_available():
+        skip_or_fail("this kernel has no openat2 (Linux >= 5.6)")
+    use_resolver(which)
+    try:
+        yield which
+    finally:
+        use_resolver(None)
 
 
 @pytest.fixture
@@ -90,6 +128,18 @@ def need(layered: LayeredSandbox) -> Callable[..., None]:
 def lcall(layered: LayeredSandbox, ctx: ToolContext) -> Call:
     """Like ``call``, through a registry whose exec runs in the probed layered sandbox."""
     registry = builtin_registry(layered, [*DEFAULT_EXEC_ALLOWLIST, "sleep", "env"])
+
+    async def _call(name: str, args: dict[str, Any], **overrides: Any) -> ToolOutput:
+        context = ToolContext(**{**ctx.__dict__, **overrides}) if overrides else ctx
+        return await registry.execute(name, json.dumps(args), context)
+
+    return _call
+
+
+@pytest.fixture
+def scall(layered: LayeredSandbox, ctx: ToolContext) -> Call:
+    """Like ``lcall``, with the operator's exec mode set to ``sandbox`` (a shell)."""
+    registry = builtin_registry(layered, exec_mode="sandbox")
 
     async def _call(name: str, args: dict[str, Any], **overrides: Any) -> ToolOutput:
         context = ToolContext(**{**ctx.__dict__, **overrides}) if overrides else ctx

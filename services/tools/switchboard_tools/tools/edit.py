@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import stat
-from pathlib import Path
 from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
+from switchboard_tools.tools.read import open_regular
 from switchboard_tools.tools.write import MAX_WRITE_BYTES, write_file
-from switchboard_tools.workspace import display_path, resolve_in_workspace
+from switchboard_tools.wsfs import WorkspaceFS, in_workspace
 
 
-def read_for_edit(path: Path, shown: str) -> str:
-    """The whole file as UTF-8 (no symlink followed at the last component, regular files only)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError as exc:
-        raise ToolError(f"File not found: {shown}") from exc
-    except OSError as exc:
-        raise ToolError(f"Cannot read {shown}: {exc.strerror or 'I/O error'}") from exc
+def read_fd_for_edit(fd: int, shown: str) -> str:
+    """The whole file open on ``fd`` as UTF-8 (closes ``fd``)."""
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{shown} is not a regular file")
         if st.st_size > MAX_WRITE_BYTES:
             raise ToolError(f"{shown} is too large to edit ({st.st_size} bytes)")
         raw = f.read(MAX_WRITE_BYTES + 1)
@@ -36,12 +25,17 @@ def read_for_edit(path: Path, shown: str) -> str:
         raise ToolError(f"{shown} is not a UTF-8 text file") from exc
 
 
+def read_for_edit(fs: WorkspaceFS, rel: str, shown: str) -> str:
+    """The whole regular file ``rel`` as UTF-8."""
+    return read_fd_for_edit(open_regular(fs, rel, shown), shown)
+
+
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def edit_file(workspace: Path, path: Path, shown: str, old: str, new: str) -> dict[str, Any]:
-    text = read_for_edit(path, shown)
+def edit_file(fs: WorkspaceFS, rel: str, shown: str, old: str, new: str) -> dict[str, Any]:
+    text = read_for_edit(fs, rel, shown)
     count = text.count(old)
     if count == 0:
         raise ToolError(
@@ -63,7 +57,7 @@ def edit_file(workspace: Path, path: Path, shown: str, old: str, new: str) -> di
     data = updated.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ToolError(f"The edited file would be too large ({len(data)} bytes)")
-    write_file(workspace, path, shown, data, append=False)
+    write_file(fs, rel, shown, data, append=False)
     return {"path": shown, "line": _line_of(text, index), "bytes": len(data)}
 
 
@@ -87,9 +81,11 @@ class EditTool(Tool):
     group: ClassVar[str] = "fs"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_in_workspace(ctx.workspace, args["path"])
-        shown = display_path(ctx.workspace, path)
-        details = await asyncio.to_thread(
-            edit_file, ctx.workspace, path, shown, args["old_text"], args["new_text"]
+        def run(fs: WorkspaceFS) -> dict[str, Any]:
+            rel = fs.rel(args["path"])
+            return edit_file(fs, rel, fs.shown(rel), args["old_text"], args["new_text"])
+
+        details = await in_workspace(ctx, run)
+        return ToolOutput(
+            content=f"Edited {details['path']} at line {details['line']}", details=details
         )
-        return ToolOutput(content=f"Edited {shown} at line {details['line']}", details=details)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.workspace import display_path, resolve_in_workspace
+from switchboard_tools.wsfs import WorkspaceFS, in_workspace, os_error
 
 MAX_ENTRIES = 500
 
@@ -24,27 +23,36 @@ def _entry_type(mode: int) -> str:
     return "other"
 
 
-def list_entries(path: str, shown: str, max_entries: int) -> tuple[list[dict[str, Any]], int]:
+def list_entries(
+    fs: WorkspaceFS, rel: str, shown: str, max_entries: int
+) -> tuple[list[dict[str, Any]], int]:
     """The first ``max_entries`` entries by name, and the total number of entries."""
     try:
-        names = os.listdir(path)
+        fd = fs.open_dir(rel, readable=True)
     except FileNotFoundError as exc:
         raise ToolError(f"Directory not found: {shown}") from exc
     except NotADirectoryError as exc:
         raise ToolError(f"{shown} is not a directory; use read") from exc
-    except PermissionError as exc:
-        raise ToolError(f"Permission denied: {shown}") from exc
     except OSError as exc:
-        raise ToolError(f"Cannot list {shown}: {exc.strerror or 'I/O error'}") from exc
-    entries: list[dict[str, Any]] = []
-    for name in sorted(names)[:max_entries]:
-        try:
-            st = os.lstat(os.path.join(path, name))  # never follow links out of the workspace
-        except OSError:
-            continue  # vanished meanwhile
-        kind = _entry_type(st.st_mode)
-        entries.append({"name": name, "type": kind, "size": st.st_size if kind == "file" else None})
-    return entries, len(names)
+        raise os_error(exc, shown, "list") from exc
+    try:
+        with os.scandir(fd) as it:
+            found = {entry.name: entry for entry in it}
+        entries: list[dict[str, Any]] = []
+        for name in sorted(found)[:max_entries]:
+            try:
+                # Relative to the directory's descriptor, never following a link.
+                st = found[name].stat(follow_symlinks=False)
+            except OSError:
+                continue  # vanished meanwhile
+            kind = _entry_type(st.st_mode)
+            size = st.st_size if kind == "file" else None
+            entries.append({"name": name, "type": kind, "size": size})
+    except OSError as exc:
+        raise os_error(exc, shown, "list") from exc
+    finally:
+        os.close(fd)
+    return entries, len(found)
 
 
 def _format(entry: dict[str, Any]) -> str:
@@ -75,9 +83,12 @@ class ListDirTool(Tool):
     group: ClassVar[str] = "fs"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_in_workspace(ctx.workspace, args.get("path", "."))
-        shown = display_path(ctx.workspace, path)
-        shown_entries, total = await asyncio.to_thread(list_entries, str(path), shown, MAX_ENTRIES)
+        def run(fs: WorkspaceFS) -> tuple[str, list[dict[str, Any]], int]:
+            rel = fs.rel(args.get("path", "."))
+            shown = fs.shown(rel)
+            return (shown, *list_entries(fs, rel, shown, MAX_ENTRIES))
+
+        shown, shown_entries, total = await in_workspace(ctx, run)
         lines = [_format(e) for e in shown_entries]
         if not lines:
             lines.append("(empty directory)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import os
 import stat
@@ -10,22 +9,12 @@ from typing import IO, Any, ClassVar
 
 from switchboard_tools.errors import ArgumentError, ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.workspace import display_path, resolve_in_workspace
+from switchboard_tools.wsfs import WorkspaceFS, in_workspace, os_error
 
 MAX_READ_BYTES = 256 * 1024
 _SNIFF_BYTES = 8192
 _MAX_LINES = 1_000_000
 _TEXT_CONTROLS = "\t\n\r\f\b\x1b\v"
-
-
-def _os_error(exc: OSError, shown: str) -> ToolError:
-    if isinstance(exc, FileNotFoundError):
-        return ToolError(f"File not found: {shown}")
-    if isinstance(exc, IsADirectoryError):
-        return ToolError(f"{shown} is a directory; use list_dir")
-    if isinstance(exc, PermissionError):
-        return ToolError(f"Permission denied: {shown}")
-    return ToolError(f"Cannot read {shown}: {exc.strerror or 'I/O error'}")
 
 
 def _read_line(f: IO[bytes], keep: int) -> tuple[bytes, bool] | None:
@@ -61,23 +50,34 @@ def looks_binary(sample: bytes) -> bool:
     return bad > max(1, len(text) // 10)
 
 
-def read_text(path: str, shown: str, offset: int, limit: int | None) -> tuple[str, dict[str, Any]]:
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+def open_regular(fs: WorkspaceFS, rel: str, shown: str) -> int:
+    """A descriptor of the regular file ``rel`` (beneath the workspace, never blocking on a
+    FIFO), or :class:`ToolError`."""
     try:
-        fd = os.open(path, flags)
+        fd = fs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
+    except IsADirectoryError as exc:
+        raise ToolError(f"{shown} is a directory; use list_dir") from exc
     except OSError as exc:
-        raise _os_error(exc, shown) from exc
+        raise os_error(exc, shown, "read") from exc
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{shown} is a directory; use list_dir")
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{shown} is not a regular file")
-        f = os.fdopen(fd, "rb")
+        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
-    with f:
+    return fd
+
+
+def read_text(
+    fs: WorkspaceFS, rel: str, shown: str, offset: int, limit: int | None
+) -> tuple[str, dict[str, Any]]:
+    fd = open_regular(fs, rel, shown)
+    st = os.fstat(fd)
+    with os.fdopen(fd, "rb") as f:
         if looks_binary(f.read(_SNIFF_BYTES)):
             raise ToolError(f"{shown} is a binary file; read only works on text files")
         f.seek(0)
@@ -169,9 +169,12 @@ class ReadTool(Tool):
     group: ClassVar[str] = "fs"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_in_workspace(ctx.workspace, args["path"])
-        shown = display_path(ctx.workspace, path)
         offset = int(args.get("offset", 1))
         limit = int(args["limit"]) if args.get("limit") is not None else None
-        text, details = await asyncio.to_thread(read_text, str(path), shown, offset, limit)
+
+        def run(fs: WorkspaceFS) -> tuple[str, dict[str, Any]]:
+            rel = fs.rel(args["path"])
+            return read_text(fs, rel, fs.shown(rel), offset, limit)
+
+        text, details = await in_workspace(ctx, run)
         return ToolOutput(content=text, details=details)

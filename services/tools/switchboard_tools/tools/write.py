@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
+import posixpath
 import stat
-from pathlib import Path
 from typing import Any, ClassVar
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.workspace import display_path, inherit_owner, resolve_in_workspace
+from switchboard_tools.wsfs import WorkspaceFS, in_workspace, os_error
 
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 
@@ -20,40 +19,35 @@ def _os_error(exc: OSError, shown: str) -> ToolError:
         return ToolError(f"{shown} is a directory")
     if isinstance(exc, NotADirectoryError):
         return ToolError(f"Cannot write {shown}: a parent is not a directory")
-    if isinstance(exc, PermissionError):
-        return ToolError(f"Permission denied: {shown}")
-    return ToolError(f"Cannot write {shown}: {exc.strerror or 'I/O error'}")
+    return os_error(exc, shown, "write")
 
 
-def write_file(
-    workspace: Path, path: Path, shown: str, data: bytes, append: bool
-) -> dict[str, Any]:
-    parent = path.parent
-    created_dirs = [p for p in [parent, *parent.parents] if p.is_relative_to(workspace)]
-    created_dirs = [p for p in created_dirs if not p.exists()]
+def _open_for_write(fs: WorkspaceFS, rel: str, append: bool) -> tuple[int, bool]:
+    """A descriptor to write ``rel`` (created if missing) and whether it was created."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if append else 0)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:
-        raise ToolError(f"Cannot write {shown}: a parent is not a directory") from exc
-    except OSError as exc:
-        raise _os_error(exc, shown) from exc
-    # mkdir followed whatever existed at check time; re-check before writing.
-    resolve_in_workspace(workspace, str(path))
-    for directory in created_dirs:
-        inherit_owner(workspace, directory)
+        return fs.open(rel, flags), False
+    except FileNotFoundError:
+        pass
+    return fs.open(rel, flags | os.O_CREAT, 0o644), True
 
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    flags |= os.O_APPEND if append else 0
-    existed = path.exists()
+
+def write_file(fs: WorkspaceFS, rel: str, shown: str, data: bytes, append: bool) -> dict[str, Any]:
+    """Write ``data`` to ``rel``, creating missing parent directories; every step beneath the
+    workspace descriptor."""
+    if posixpath.normpath(rel) == ".":
+        raise ToolError("Cannot write the workspace root; give a file path")
+    parent = posixpath.dirname(rel.rstrip("/")) or "."
     try:
-        fd = os.open(path, flags, 0o644)
+        os.close(fs.make_dirs(parent)[0])
+        fd, created = _open_for_write(fs, rel, append)
     except OSError as exc:
         raise _os_error(exc, shown) from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ToolError(f"{shown} is not a regular file")
-        if not existed:
-            inherit_owner(workspace, path, fd)
+        if created:
+            fs.give(fs.fd, fd=fd)
         f = os.fdopen(fd, "wb")
     except BaseException:
         os.close(fd)
@@ -62,7 +56,7 @@ def write_file(
         if not append:
             f.truncate(0)
         f.write(data)
-    return {"path": shown, "bytes_written": len(data), "append": append, "created": not existed}
+    return {"path": shown, "bytes_written": len(data), "append": append, "created": created}
 
 
 class WriteTool(Tool):
@@ -91,16 +85,17 @@ class WriteTool(Tool):
     group: ClassVar[str] = "fs"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_in_workspace(ctx.workspace, args["path"])
-        shown = display_path(ctx.workspace, path)
-        if path == resolve_in_workspace(ctx.workspace, "."):
-            raise ToolError("Cannot write the workspace root; give a file path")
         data = args["content"].encode("utf-8", errors="replace")
         if len(data) > MAX_WRITE_BYTES:
             raise ToolError(
                 f"Content is too large ({len(data)} bytes; at most {MAX_WRITE_BYTES} per write)"
             )
         append = bool(args.get("append", False))
-        details = await asyncio.to_thread(write_file, ctx.workspace, path, shown, data, append)
+
+        def run(fs: WorkspaceFS) -> dict[str, Any]:
+            rel = fs.rel(args["path"])
+            return write_file(fs, rel, fs.shown(rel), data, append)
+
+        details = await in_workspace(ctx, run)
         verb = "Appended" if append else "Wrote"
-        return ToolOutput(content=f"{verb} {len(data)} bytes to {shown}", details=details)
+        return ToolOutput(content=f"{verb} {len(data)} bytes to {details['path']}", details=details)
