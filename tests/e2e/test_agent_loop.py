@@ -47,8 +47,8 @@ def script(req: FakeRequest) -> Reply:
         a, b = f"{tag}-a.flag", f"{tag}-b.flag"
         return Reply(
             tool_calls=[
-                ("exec", {"command": handshake(a, b), "mode": "sandbox", "timeout_s": 60}),
-                ("exec", {"command": handshake(b, a), "mode": "sandbox", "timeout_s": 60}),
+                ("exec", {"command": handshake(a, b), "timeout_s": 60}),
+                ("exec", {"command": handshake(b, a), "timeout_s": 60}),
             ]
         )
     return Reply(text=f"step {steps + 1}", tool_calls=[("get_time", {"timezone": "UTC"})])
@@ -56,7 +56,11 @@ def script(req: FakeRequest) -> Reply:
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    env = {"SB_MAX_ITERATIONS": str(MAX_ITERATIONS), "SB_LOG_LEVEL": "INFO"}
+    env = {
+        "SB_MAX_ITERATIONS": str(MAX_ITERATIONS),
+        "SB_LOG_LEVEL": "INFO",
+        "SB_EXEC_MODE": "sandbox",  # the handshakes are shell lines
+    }
     with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
         yield procs
 

@@ -9,6 +9,18 @@ Syntax of one rule: ``TOOL`` or ``TOOL:ARG=PATTERN[,ARG=PATTERN...]``.
 - All argument patterns of a rule must match. String values match as they are; numbers and booleans
   as their JSON text (``3``, ``true``); a missing, ``null``, object or list argument never matches.
 
+Rules are about what a call does, not which tool does it (see ``call_facets``):
+
+- a rule naming a tool that runs commands (``exec``, ``process``) or writes files (``write``,
+  ``edit``, ``apply_patch``) covers the other tools that do the same: ``write:path=*.sh`` also
+  gates ``edit`` and ``apply_patch`` on ``*.sh``, ``exec:command=rm *`` also gates ``process``
+  starting ``rm``. A rule with other arguments than the shared ones (``command``, ``cwd``;
+  ``path``, ``content``) stays with the tools it names;
+- ``command`` patterns match the command line and each program it runs with its arguments:
+  ``exec:command=rm *`` gates ``/bin/rm x``, ``ls; rm x``, ``env nice rm x``, ``sh -c 'rm x'``,
+  and every command whose programs cannot be read (``$(...)``, variables, a script);
+- ``path`` patterns match paths as given and normalised, and every file of a patch.
+
 Examples: ``exec``, ``exec:command=rm *``, ``write:path=*.sh``, ``group:runtime``,
 ``web_fetch:url=http://*``, ``exec:command=git push*,cwd=/srv/*``.
 """
@@ -20,6 +32,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .call_facets import SHARED_ARGS, SIBLINGS, facets
 from .policy import Entry, PolicyError, glob_regex
 
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -91,14 +104,30 @@ class ApprovalRule:
         return f"{self.tool}:{','.join(f'{n}={p}' for n, p in self.args)}"
 
     def matches(self, tool: str, args: Mapping[str, object] | None = None) -> bool:
-        if not self._entry.matches(tool):
+        if not self._entry.matches(tool) and not self._covers(tool):
             return False
+        call = facets(tool, args)
+        if call is None and not self._entry.matches(tool):
+            return False  # e.g. process polling: it runs nothing
         given = args if isinstance(args, Mapping) else {}
         for name, pattern in self._arg_patterns:
+            facet = call.get(name) if call is not None else None
+            if facet is not None:
+                if not (facet.any_value or any(pattern.fullmatch(v) for v in facet.values)):
+                    return False
+                continue
             value = _as_text(given.get(name))
             if value is None or not pattern.fullmatch(value):
-                return False
+                return False  # a missing argument never matches
         return True
+
+    def _covers(self, tool: str) -> bool:
+        """Whether the rule names another tool that does what ``tool`` does, with arguments
+        both name alike (see ``call_facets``)."""
+        shared = SHARED_ARGS.get(tool, frozenset())
+        return all(name in shared for name, _ in self.args) and any(
+            self._entry.matches(other) for other in SIBLINGS.get(tool, ())
+        )
 
 
 @dataclass(frozen=True)

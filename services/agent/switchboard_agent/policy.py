@@ -38,6 +38,8 @@ from switchboard.sessions import is_subagent
 
 TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "group:fs": ("read", "write", "edit", "apply_patch", "list_dir", "search_files"),
+    "group:fs_write": ("write", "edit", "apply_patch"),
+    "group:fs_read": ("read", "list_dir", "search_files"),
     "group:runtime": ("exec", "process"),
     "group:web": ("web_fetch", "web_search"),
     "group:time": ("get_time",),

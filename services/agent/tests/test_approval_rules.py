@@ -77,7 +77,8 @@ RULES = ApprovalRules.of(
     [
         ("exec", {"command": "rm -rf /"}, "exec:command=rm *"),
         ("exec", {"command": "rm "}, "exec:command=rm *"),
-        ("exec", {"command": "sudo rm -rf /"}, None),  # the whole value must match
+        ("exec", {"command": "sudo rm -rf /"}, "exec:command=rm *"),  # the program run is rm
+        ("exec", {"command": "echo rm -rf /"}, None),  # rm is an argument here, not a program
         ("exec", {"command": "RM -rf /"}, None),  # case-sensitive
         ("exec", {"command": "ls"}, None),
         ("exec", {}, None),  # missing argument

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.procs import ProcessManager
-from switchboard_tools.registry import Tool, ToolRegistry
+from switchboard_tools.registry import DEFAULT_MAX_ARGS_BYTES, Tool, ToolRegistry
 from switchboard_tools.sandbox import Sandbox, SpawningSandbox
 from switchboard_tools.tools.apply_patch import ApplyPatchTool
 from switchboard_tools.tools.edit import EditTool
@@ -26,14 +26,18 @@ def builtin_registry(
     exec_allowlist: Sequence[str] | None = None,
     web: WebSettings | None = None,
     processes: ProcessManager | None = None,
+    max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
+    exec_mode: str = "allowlist",
 ) -> ToolRegistry:
     """get_time, read, write, edit, list_dir, search_files and exec (``exec_allowlist`` is
     for its allowlist mode; ``None`` means the default allowlist, see
-    :data:`switchboard_tools.tools.exec.DEFAULT_EXEC_ALLOWLIST`). With a profiled sandbox
-    (:func:`switchboard_tools.sandbox.probe_sandbox`) exec also offers mode 'sandbox'.
+    :data:`switchboard_tools.tools.exec.DEFAULT_EXEC_ALLOWLIST`). ``exec_mode``: the
+    operator's mode of exec and process (``SB_EXEC_MODE``): ``allowlist`` or ``sandbox`` (a
+    shell; needs a profiled sandbox, see :func:`switchboard_tools.sandbox.probe_sandbox`).
     web_fetch and web_search take ``web`` (``None``: defaults, no search provider).
     apply_patch; process (long-running commands) when the sandbox can spawn, with
-    ``processes`` as its manager (``None``: a new one with default limits)."""
+    ``processes`` as its manager (``None``: a new one with default limits).
+    ``max_args_bytes``: the cap on a call's JSON arguments (``SB_TOOL_ARGS_MAX_BYTES``)."""
     return ToolRegistry(
         [
             GetTimeTool(),
@@ -43,19 +47,23 @@ def builtin_registry(
             ApplyPatchTool(),
             SearchFilesTool(),
             ListDirTool(),
-            ExecTool(sandbox, allowlist=exec_allowlist),
-            *_process_tools(sandbox, exec_allowlist, processes),
+            ExecTool(sandbox, allowlist=exec_allowlist, mode=exec_mode),
+            *_process_tools(sandbox, exec_allowlist, processes, exec_mode),
             WebFetchTool(web),
             WebSearchTool(web),
-        ]
+        ],
+        max_args_bytes=max_args_bytes,
     )
 
 
 def _process_tools(
-    sandbox: Sandbox, allowlist: Sequence[str] | None, processes: ProcessManager | None
+    sandbox: Sandbox,
+    allowlist: Sequence[str] | None,
+    processes: ProcessManager | None,
+    mode: str,
 ) -> list[Tool]:
     if processes is None:
         if not isinstance(sandbox, SpawningSandbox):
             return []
         processes = ProcessManager(sandbox)
-    return [ProcessTool(processes, allowlist=allowlist)]
+    return [ProcessTool(processes, allowlist=allowlist, mode=mode)]

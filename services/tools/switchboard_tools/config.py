@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
 from switchboard.settings import CommonSettings
 from switchboard_tools.net.settings import WebSettings
+from switchboard_tools.sandbox.settings import ExecSettings
 
 
-class ToolsSettings(CommonSettings, WebSettings):
+class ToolsSettings(CommonSettings, WebSettings, ExecSettings):
     workspaces_dir: Path | None = None
     tools_max_concurrency: int = Field(default=8, ge=1, le=1000)
     tools_max_timeout_s: float = Field(default=300.0, gt=0)
@@ -19,6 +21,11 @@ class ToolsSettings(CommonSettings, WebSettings):
     process_max_per_agent: int = Field(default=4, ge=1, le=100)
     process_max_lifetime_s: float = Field(default=3600.0, gt=0)
     process_output_cap: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # Whose workspace a call works in: "agent" = <root>/<agent>, shared by every session of
+    # the agent; "session" = <root>/<agent>/sessions/<session dir>, one per session key.
+    workspace_scope: Literal["agent", "session"] = "agent"
+    # Largest JSON arguments of one tool call (UTF-8 bytes), refused before parsing.
+    tool_args_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     def workspace_root(self) -> Path:
         return self.workspaces_dir or self.home / "workspaces"

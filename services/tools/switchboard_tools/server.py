@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 
 from nats.aio.client import Client as NATS
@@ -26,9 +27,9 @@ from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .procbus import ProcessBus
 from .procs import ProcessLimits, ProcessManager
 from .registry import ToolContext, ToolOutput, ToolRegistry
-from .sandbox import Sandbox, probe_sandbox
+from .sandbox import Sandbox
 from .updates import update_publisher
-from .workspace import ensure_workspace
+from .workspace import open_workspace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
@@ -131,19 +132,33 @@ class Executor:
             BUSY_SLOTS.dec()
 
     async def _execute(self, call: messages_pb2.ToolCall) -> ToolOutput:
+        session = call.session_key if self.settings.workspace_scope == "session" else None
         try:
-            workspace = ensure_workspace(self.settings.workspace_root(), call.agent or "main")
+            workspace, fd = open_workspace(
+                self.settings.workspace_root(), call.agent or "main", session
+            )
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
-        timeout = min(call.timeout_s or 60.0, self.settings.tools_max_timeout_s)
-        on_update = update_publisher(self.nc, self.subjects, call)
-        ctx = ToolContext(call.agent, call.session_key, call.call_id, workspace, timeout, on_update)
-        return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
+        try:
+            timeout = min(call.timeout_s or 60.0, self.settings.tools_max_timeout_s)
+            on_update = update_publisher(self.nc, self.subjects, call)
+            ctx = ToolContext(
+                call.agent,
+                call.session_key,
+                call.call_id,
+                workspace,
+                timeout,
+                on_update,
+                workspace_fd=fd,
+            )
+            return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
+        finally:
+            os.close(fd)
 
 
 async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(switchboard.registry.get("tools"), settings, stop) as rt:
-        sandbox = await probe_sandbox()
+        sandbox = await settings.probe_sandbox()
         processes = ProcessManager(
             sandbox,
             ProcessLimits(
@@ -153,7 +168,12 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
             ),
         )
         tools = builtin_registry(
-            sandbox, settings.exec_allowlist, web=settings, processes=processes
+            sandbox,
+            settings.exec_allowlist,
+            web=settings,
+            processes=processes,
+            max_args_bytes=settings.tool_args_max_bytes,
+            exec_mode=settings.exec_mode,
         )
         executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes)
         await executor.serve_processes()

@@ -39,15 +39,15 @@ CONFINEMENT = ("namespaces", "landlock", "seccomp")
 FS_RUNS = [None, "namespaces", "landlock", "control"]
 
 
-async def healthy(lcall: Any) -> None:
-    out = await lcall("exec", {"command": "echo ok", "mode": "sandbox"})
-    assert not out.is_error and out.content == "ok\n", out.content
-    out = await lcall("exec", {"command": "echo ok"})
-    assert not out.is_error and out.content == "ok\n", out.content
+async def healthy(*calls: Any) -> None:
+    """The executor still answers: ``echo ok`` through each of ``calls`` (lcall, scall...)."""
+    for call in calls:
+        out = await call("exec", {"command": "echo ok"})
+        assert not out.is_error and out.content == "ok\n", out.content
 
 
 async def attack(
-    lcall: Any,
+    scall: Any,
     layered: LayeredSandbox,
     workspace: Path,
     need: Need,
@@ -56,7 +56,7 @@ async def attack(
 ) -> str:
     """Run the shell ``command`` in the sandbox as ``only`` says (see FS_RUNS); its output."""
     if only is None:
-        out = await lcall("exec", {"command": command, "mode": "sandbox"})
+        out = await scall("exec", {"command": command})
         assert out.details["isolation"]["measured"], out.content
         return str(out.content)
     if only != "control":
@@ -107,7 +107,7 @@ async def test_planted_symlinks(lcall: Any, workspace: Path) -> None:
 
 @pytest.mark.parametrize("only", FS_RUNS)
 async def test_planted_symlinks_from_the_shell(
-    lcall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
+    lcall: Any, scall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
 ) -> None:
     with host_targets() as host:
         (workspace / "file-link").symlink_to(host.readable)
@@ -116,7 +116,7 @@ async def test_planted_symlinks_from_the_shell(
             "cat file-link; cat dir-link/existing.txt; "
             "echo pwned > dir-link/new.txt; echo pwned >> dir-link/existing.txt"
         )
-        output = await attack(lcall, layered, workspace, need, only, command)
+        output = await attack(scall, layered, workspace, need, only, command)
         if only == "control":  # nothing confines the command: the links lead to the targets
             assert host.READABLE_TEXT in output and host.WRITABLE_TEXT in output, output
             assert (host.writable_dir / "new.txt").read_text() == "pwned\n"
@@ -124,19 +124,19 @@ async def test_planted_symlinks_from_the_shell(
         else:  # the targets are not mounted / not allowed by Landlock
             assert host.READABLE_TEXT not in output and host.WRITABLE_TEXT not in output
             assert host.untouched(), output
-    await healthy(lcall)
+    await healthy(lcall, scall)
 
 
 @pytest.mark.parametrize("only", FS_RUNS)
 async def test_shell_cannot_touch_host_files(
-    lcall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
+    lcall: Any, scall: Any, layered: LayeredSandbox, workspace: Path, need: Need, only: str | None
 ) -> None:
     with host_targets() as host:
         command = (
             f"cat {host.readable}; echo pwned > {host.writable_dir}/planted; "
             f"echo pwned >> {host.writable}"
         )
-        output = await attack(lcall, layered, workspace, need, only, command)
+        output = await attack(scall, layered, workspace, need, only, command)
         if only == "control":  # the same attack, nothing confining it: it works
             assert host.READABLE_TEXT in output, output
             assert (host.writable_dir / "planted").read_text() == "pwned\n"
@@ -144,7 +144,7 @@ async def test_shell_cannot_touch_host_files(
         else:
             assert host.READABLE_TEXT not in output
             assert host.untouched(), output
-    await healthy(lcall)
+    await healthy(lcall, scall)
 
 
 async def test_uid_drop_keeps_files_only_root_may_touch(
@@ -214,7 +214,7 @@ async def test_allowlist_injection(lcall: Any, command: str) -> None:
 
 @pytest.mark.parametrize("only", [None, "namespaces", "seccomp", "landlock"])
 async def test_network_from_sandbox_mode(
-    layered: LayeredSandbox, workspace: Path, need: Need, lcall: Any, only: str | None
+    layered: LayeredSandbox, workspace: Path, need: Need, scall: Any, only: str | None
 ) -> None:
     if only is not None:
         need(only)
@@ -231,7 +231,7 @@ async def test_network_from_sandbox_mode(
     )
     try:
         if only is None:  # everything in force, through the tool
-            out = await lcall("exec", {"command": f'python3 -c "{script}"', "mode": "sandbox"})
+            out = await scall("exec", {"command": f'python3 -c "{script}"'})
             output, iso = out.content, out.details["isolation"]
         else:  # each layer alone must stop it
             layers = {name: name == only for name in ("namespaces", "seccomp", "landlock")}
@@ -249,18 +249,18 @@ async def test_network_from_sandbox_mode(
         await server.wait_closed()
     assert "CONNECTED" not in output and not accepted, output
     assert iso["network"] is False
-    await healthy(lcall)
+    await healthy(scall)
 
 
 # -- resources ----------------------------------------------------------------------------
 
 
-async def test_fork_bomb(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
+async def test_fork_bomb(scall: Any, layered: LayeredSandbox, workspace: Path) -> None:
     # Every process the bomb creates appends a line to ``n`` and never ends by itself (bash
     # retries a failed fork, then execs a sleep), so the lines count every process it ever
     # managed to create -- and, since none exited, how many ran at once.
     bomb = "bash -c 'f(){ echo x >> n; f & f & exec sleep 60; }; f'"
-    out = await lcall("exec", {"command": bomb, "mode": "sandbox", "timeout_s": 5})
+    out = await scall("exec", {"command": bomb, "timeout_s": 5})
     iso = out.details["isolation"]
     assert iso["rlimits"]["nproc"] == layered.nproc
     assert out.details["timed_out"] and out.is_error
@@ -268,37 +268,33 @@ async def test_fork_bomb(lcall: Any, layered: LayeredSandbox, workspace: Path) -
     created = len((workspace / "n").read_text().splitlines())
     assert 1 <= created <= layered.nproc, created
     await assert_all_gone(workspace, layered.drop_uid)  # killed and reaped
-    await healthy(lcall)
+    await healthy(scall)
     # RLIMIT_NPROC does not hold root back: the limit above holds because of the uid drop.
     require_root("the fork bomb's uid")
     assert iso["uid"] == SANDBOX_UID
 
 
-async def test_cpu_spin(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
-    out = await lcall(
-        "exec", {"command": "while :; do :; done", "mode": "sandbox", "timeout_s": 1.5}
-    )
+async def test_cpu_spin(scall: Any, layered: LayeredSandbox, workspace: Path) -> None:
+    out = await scall("exec", {"command": "while :; do :; done", "timeout_s": 1.5})
     assert out.is_error and out.details["timed_out"]
     assert out.details["duration_ms"] <= 1500 + KILL_GRACE_MS, out.details["duration_ms"]
     await assert_all_gone(workspace, layered.drop_uid)
-    await healthy(lcall)
+    await healthy(scall)
 
 
-async def test_memory_balloon(lcall: Any) -> None:
-    out = await lcall(
-        "exec", {"command": "python3 -c 'b = bytearray(3 * 1024**3)'", "mode": "sandbox"}
-    )
+async def test_memory_balloon(scall: Any) -> None:
+    out = await scall("exec", {"command": "python3 -c 'b = bytearray(3 * 1024**3)'"})
     assert out.is_error and "MemoryError" in out.content
-    await healthy(lcall)
+    await healthy(scall)
 
 
-async def test_huge_output(lcall: Any) -> None:
-    out = await lcall("exec", {"command": "head -c 100000000 /dev/zero", "mode": "sandbox"})
+async def test_huge_output(scall: Any) -> None:
+    out = await scall("exec", {"command": "head -c 100000000 /dev/zero"})
     assert out.details["truncated"] and len(out.content) < 70 * 1024
     # Killed once the drain limit was read (head would otherwise exit 0 after 100 MB), and
     # not by its timeout.
     assert out.details["exit_code"] == -9 and not out.details["timed_out"]
-    await healthy(lcall)
+    await healthy(scall)
 
 
 async def test_sleep_past_timeout(lcall: Any, layered: LayeredSandbox, workspace: Path) -> None:
@@ -309,13 +305,13 @@ async def test_sleep_past_timeout(lcall: Any, layered: LayeredSandbox, workspace
     await healthy(lcall)
 
 
-async def test_escaping_the_process_group(lcall: Any, need: Need) -> None:
+async def test_escaping_the_process_group(scall: Any, need: Need) -> None:
     need("seccomp")
-    out = await lcall("exec", {"command": "setsid sleep 60; echo rc=$?", "mode": "sandbox"})
+    out = await scall("exec", {"command": "setsid sleep 60; echo rc=$?"})
     assert "rc=1" in out.content and "Operation not permitted" in out.content
-    out = await lcall("exec", {"command": "unshare -r id; echo rc=$?", "mode": "sandbox"})
+    out = await scall("exec", {"command": "unshare -r id; echo rc=$?"})
     assert "uid=0" not in out.content and "rc=1" in out.content
-    await healthy(lcall)
+    await healthy(scall)
 
 
 # -- secrets ------------------------------------------------------------------------------
@@ -324,21 +320,21 @@ async def test_escaping_the_process_group(lcall: Any, need: Need) -> None:
 @pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "without-namespaces"])
 async def test_environment_secrets(nats_url: str, namespaces: bool) -> None:
     # A real executor process with the secret in the environment it was started with.
-    env = {"SB_FAKE_API_KEY": SECRET, "SB_EXEC_ALLOWLIST": json.dumps(["env", "echo"])}
+    env = {"SB_FAKE_API_KEY": SECRET, "SB_EXEC_MODE": "sandbox"}
     if not namespaces:  # no bubblewrap on its PATH: the probe finds no namespace layer, and
         env["PATH"] = str(Path(sys.executable).parent)  # the executor's /proc is visible
-    async with ExecutorProcesses(nats_url, env) as executors:
-        executor = await executors.start("tools-secrets")
-        # Control: the secret really is in the executor's environment as the kernel shows it.
-        assert SECRET.encode() in environ_of(executor.pid)
-        client = await ToolBus.connect(nats_url)
-        try:
+    client = await ToolBus.connect(nats_url)  # creates the streams the executor waits for
+    try:
+        async with ExecutorProcesses(nats_url, env) as executors:
+            executor = await executors.start("tools-secrets")
+            # Control: the secret really is in the executor's environment as the kernel shows it.
+            assert SECRET.encode() in environ_of(executor.pid)
             await client.listen("sb.tools.result.>")
             command = (
                 f"env; cat /proc/{executor.pid}/environ; cat /proc/$PPID/environ; "
                 "cat /proc/*/environ; grep -r sb-test-secret /proc/*/environ"
             )
-            result = await client.call("exec", {"command": command, "mode": "sandbox"})
+            result = await client.call("exec", {"command": command})
             isolation = json.loads(result.isolation_json)
             assert isolation["measured"] and isolation["namespaces"] is namespaces
             assert SECRET not in result.content
@@ -346,6 +342,6 @@ async def test_environment_secrets(nats_url: str, namespaces: bool) -> None:
                 assert f"/proc/{executor.pid}/environ: Permission denied" in result.content
             result = await client.call("exec", {"command": "env"})
             assert not result.is_error and SECRET not in result.content
-            assert result.content.startswith("PATH="), result.content  # it did run
-        finally:
-            await client.close()
+            assert "PATH=/usr/local/bin" in result.content, result.content  # it did run
+    finally:
+        await client.close()

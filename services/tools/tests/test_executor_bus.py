@@ -27,7 +27,8 @@ COMMAND = f"echo ready; while [ ! -e go ]; do sleep 0.05; done; echo later; slee
 async def executors(nats_url: str) -> AsyncIterator[ExecutorProcesses]:
     # One slot each: a replica whose slot is taken pulls nothing more, which lets the test
     # decide which replica serves a call (see occupy()).
-    async with ExecutorProcesses(nats_url, {"SB_TOOLS_MAX_CONCURRENCY": "1"}) as procs:
+    env = {"SB_TOOLS_MAX_CONCURRENCY": "1", "SB_EXEC_MODE": "sandbox"}
+    async with ExecutorProcesses(nats_url, env) as procs:
         yield procs
 
 
@@ -74,7 +75,7 @@ async def occupy(
     held: list[tuple[str, Replica, messages_pb2.ToolCall]] = []
     for n in range(2):  # the first lands on either replica, the second on the one still free
         name = f"hold-{n}"
-        args = {"command": f"while [ ! -e {name} ]; do sleep 0.05; done", "mode": "sandbox"}
+        args = {"command": f"while [ ! -e {name} ]; do sleep 0.05; done"}
         call = await client.publish("exec", args, timeout_s=120)
 
         async def taken(count: int = n + 1, name: str = name) -> bool:
@@ -103,7 +104,7 @@ async def test_process_calls_are_routed_to_the_owning_replica(
 ) -> None:
     replicas = [await executors.start("tools-a"), await executors.start("tools-b")]
     await client.listen("sb.tools.result.>")
-    start = {"action": "start", "command": COMMAND, "mode": "sandbox", "wait_s": 0}
+    start = {"action": "start", "command": COMMAND, "wait_s": 0}
     result = await client.call("process", start)
     assert not result.is_error, result.content
     handle = details(result)["handle"]
@@ -176,7 +177,7 @@ async def test_a_gone_owner_is_reported(executors: ExecutorProcesses, client: To
     replicas = [await executors.start("tools-a"), await executors.start("tools-b")]
     await client.listen("sb.tools.result.>")
     command = f"sleep 120 # {MARKER}"
-    start = {"action": "start", "command": command, "mode": "sandbox", "wait_s": 0}
+    start = {"action": "start", "command": command, "wait_s": 0}
     result = await client.call("process", start)
     assert not result.is_error, result.content
     handle = details(result)["handle"]
@@ -233,7 +234,7 @@ async def test_exec_streams_partial_output_before_the_result(
         "echo part 1; while [ ! -e go-1 ]; do sleep 0.05; done; "
         "echo part 2; while [ ! -e go-2 ]; do sleep 0.05; done; echo part 3"
     )
-    call = await client.publish("exec", {"command": command, "mode": "sandbox"})
+    call = await client.publish("exec", {"command": command})
     ws = executors.workspace()
     first = await client.updates(call, 1)
     assert [u.text for u in first] == ["part 1\n"]

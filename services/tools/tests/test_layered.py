@@ -138,12 +138,10 @@ async def test_missing_bwrap_changes_attestation_and_profile_refuses(workspace: 
     assert not marker.exists()
 
     # Through the exec tool: a readable tool error, nothing run.
-    registry = builtin_registry(sandbox)
+    registry = builtin_registry(sandbox, exec_mode="sandbox")
     registry.get("exec").profile = strict  # type: ignore[union-attr]
     ctx = ToolContext("a", "s", "c", workspace, 10.0)
-    out = await registry.execute(
-        "exec", json.dumps({"command": "touch ran", "mode": "sandbox"}), ctx
-    )
+    out = await registry.execute("exec", json.dumps({"command": "touch ran"}), ctx)
     assert out.is_error and "namespaces" in out.content and "not run" in out.content
     assert not marker.exists()
 
@@ -193,31 +191,27 @@ async def test_unprobed_sandbox_refuses(workspace: Path) -> None:
         await LayeredSandbox().run(["true"], cwd=workspace, timeout_s=5, output_cap=100)
 
 
-async def test_exec_result_carries_isolation(lcall: Any) -> None:
+async def test_exec_result_carries_isolation(lcall: Any, scall: Any) -> None:
     out = await lcall("exec", {"command": "echo hi"})
     assert not out.is_error and out.content == "hi\n"
     iso = out.details["isolation"]
     assert iso["measured"] and iso["ok"] and iso["network"] is False
-    out = await lcall("exec", {"command": "echo $((6*7)) | cat", "mode": "sandbox"})
+    assert out.details["mode"] == "allowlist"
+    out = await scall("exec", {"command": "echo $((6*7)) | cat"})
     assert not out.is_error and out.content == "42\n"
     assert out.details["mode"] == "sandbox" and out.details["isolation"]["ok"]
 
 
-async def test_sandbox_mode_refused_without_profiled_sandbox(call: Any) -> None:
-    out = await call("exec", {"command": "echo hi", "mode": "sandbox"})
-    assert out.is_error and "mode 'sandbox'" in out.content
-
-
-async def test_files_written_by_tools_are_usable_in_the_sandbox(lcall: Any) -> None:
-    out = await lcall("write", {"path": "early.txt", "content": "before first exec\n"})
+async def test_files_written_by_tools_are_usable_in_the_sandbox(scall: Any) -> None:
+    out = await scall("write", {"path": "early.txt", "content": "before first exec\n"})
     assert not out.is_error
-    out = await lcall("exec", {"command": "echo more >> early.txt", "mode": "sandbox"})
+    out = await scall("exec", {"command": "echo more >> early.txt"})
     assert not out.is_error, out.content
-    out = await lcall("write", {"path": "sub/notes.txt", "content": "one\n"})
+    out = await scall("write", {"path": "sub/notes.txt", "content": "one\n"})
     assert not out.is_error
-    out = await lcall("exec", {"command": "echo two >> sub/notes.txt", "mode": "sandbox"})
+    out = await scall("exec", {"command": "echo two >> sub/notes.txt"})
     assert not out.is_error, out.content
-    out = await lcall("read", {"path": "sub/notes.txt"})
+    out = await scall("read", {"path": "sub/notes.txt"})
     assert "one" in out.content and "two" in out.content
 
 

@@ -35,7 +35,7 @@ async def manager(layered: LayeredSandbox) -> AsyncIterator[ProcessManager]:
 def pcall(manager: ProcessManager, ctx: ToolContext) -> Call:
     """Like ``lcall``: the builtin registry on the probed layered sandbox, with ``manager``."""
     registry = builtin_registry(
-        manager.sandbox, [*DEFAULT_EXEC_ALLOWLIST, "sleep"], processes=manager
+        manager.sandbox, [*DEFAULT_EXEC_ALLOWLIST, "sleep"], processes=manager, exec_mode="sandbox"
     )
 
     async def _call(args: dict[str, Any], **overrides: Any) -> ToolOutput:
@@ -46,7 +46,7 @@ def pcall(manager: ProcessManager, ctx: ToolContext) -> Call:
 
 
 async def start(pcall: Call, command: str, **extra: Any) -> str:
-    args = {"action": "start", "command": command, "mode": "sandbox", "wait_s": 0, **extra}
+    args = {"action": "start", "command": command, "wait_s": 0, **extra}
     out = await pcall(args)
     assert not out.is_error, out.content
     assert out.details["isolation"]["measured"] and out.details["isolation"]["ok"]
@@ -95,11 +95,25 @@ async def test_start_waits_for_quick_commands(pcall: Call) -> None:
     assert out.content.endswith("hello") and "exited with code 0" in out.content
 
 
-async def test_allowlist_mode_is_checked_like_exec(pcall: Call) -> None:
-    out = await pcall({"action": "start", "command": "rm -rf /"})
-    assert out.is_error and "'rm' is not allowed" in out.content
-    out = await pcall({"action": "start", "command": "cat ../../etc/passwd"})
-    assert out.is_error and "outside the workspace" in out.content
+async def test_allowlist_mode_is_checked_like_exec(
+    pcall: Call, manager: ProcessManager, ctx: ToolContext
+) -> None:
+    registry = builtin_registry(manager.sandbox, processes=manager)  # SB_EXEC_MODE=allowlist
+    for command, refusal in [
+        ("rm -rf /", "'rm' is not allowed"),
+        ("cat ../../etc/passwd", "outside the workspace"),
+        ("sort -uo/tmp/sb-never x", "outside the workspace"),
+        ("sh -c 'echo hi'", "'sh' is not allowed"),
+    ]:
+        start = json.dumps({"action": "start", "command": command})
+        out = await registry.execute("process", start, ctx)
+        assert out.is_error and refusal in out.content, (command, out.content)
+    # The caller cannot pick the mode: it is not an argument (exec's neither).
+    for tool, extra in [("process", {"action": "start"}), ("exec", {})]:
+        args = {**extra, "command": "echo $((6*7)) | cat", "mode": "sandbox"}
+        out = await registry.execute(tool, json.dumps(args), ctx)
+        assert out.is_error and out.details["error"] == "invalid_arguments", out.content
+        assert "'mode'" in out.content
     out = await pcall({"action": "poll"})
     assert out.is_error and "needs a handle" in out.content
     out = await pcall({"action": "kill", "handle": "p_x_1", "command": "ls"})
@@ -144,7 +158,7 @@ async def test_lifetime_limit(pcall: Call) -> None:
 async def test_processes_per_agent_are_limited(pcall: Call) -> None:
     first = await start(pcall, "sleep 30")
     await start(pcall, "sleep 30")
-    out = await pcall({"action": "start", "command": "sleep 30", "mode": "sandbox"})
+    out = await pcall({"action": "start", "command": "sleep 30"})
     assert out.is_error and "at most 2" in out.content
     other = await pcall({"action": "start", "command": "echo other", "wait_s": 5}, agent="agent-2")
     assert not other.is_error  # the limit is per agent

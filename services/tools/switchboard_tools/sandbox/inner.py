@@ -1,30 +1,33 @@
 """The first program of every sandboxed call: confine itself, measure, report, exec the command.
 
-Run as ``python3 -I -S -c <this source> <config json> <argv...>`` inside the outer layers
-(process group, rlimits, dedicated uid, no_new_privs, bubblewrap namespaces when available).
-It then applies the layers only a process can apply to itself -- Landlock (writes confined to
-the workspace, reads to the system directories, TCP denied unless network is granted) and a
-seccomp denylist -- and measures, from inside, what is really in force: ``/proc/self/status``
-(NoNewPrivs, Seccomp mode, capabilities), its namespaces against the executor's, whether an
-``AF_INET`` socket can be created, whether a denied syscall is denied. The measurement is
-written as JSON on the report fd, which is closed before ``exec`` so the command cannot forge
-it. If a layer the profile requires is not in force, the command is never run (exit 126).
+Run as ``python3 -I -S -c <bootstrap> <config json> <argv...>`` inside the outer layers
+(process group, rlimits, dedicated uid, no_new_privs, bubblewrap namespaces when available, the
+call's cgroup); the bootstrap (:func:`switchboard_tools.sandbox.launch.inner_source`) loads this
+module and :mod:`.inner_seccomp` from their source. It then applies the layers only a process
+can apply to itself -- Landlock (writes confined to the workspace, reads to the system
+directories, TCP denied unless network is granted, signals and abstract sockets scoped) and the
+seccomp filter with its signal supervisor -- and measures, from inside, what is really in force:
+``/proc/self/status`` (NoNewPrivs, Seccomp mode, capabilities), its namespaces against the
+executor's, whether an ``AF_INET`` socket can be created, whether a denied syscall is denied,
+whether a signal outside the group is refused, which cgroup it is in. The measurement is written
+as JSON on the report fd, which is closed before ``exec`` so the command cannot forge it. If a
+layer the profile requires is not in force, the command is never run (exit 126).
 
-Standard library only, and no imports from this package: the file is run by source.
+Standard library only, and no imports from this package but :mod:`.inner_seccomp`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
-import errno
 import json
 import os
 import resource
 import socket
 import sys
 from typing import Any
+
+from switchboard_tools.sandbox import inner_seccomp
 
 # Landlock (linux/landlock.h)
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -33,35 +36,6 @@ _FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read_file, read_dir
 _DEV_FILE_RW = (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
 _NET_ALL_TCP = (1 << 0) | (1 << 1)  # bind_tcp, connect_tcp
 _SCOPE_ALL = (1 << 0) | (1 << 1)  # abstract unix sockets, signals
-
-# seccomp / libseccomp
-_ACT_ALLOW = 0x7FFF0000
-_CMP_NE, _CMP_MASKED_EQ = 1, 7
-DENIED_SYSCALLS = (
-    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",
-    "chroot", "unshare", "setns", "bpf", "keyctl", "add_key", "request_key", "kexec_load",
-    "kexec_file_load", "init_module", "finit_module", "delete_module", "perf_event_open",
-    "userfaultfd", "open_by_handle_at", "name_to_handle_at", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct", "quotactl",
-    "setsid", "setpgid", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
-    "mount_setattr",
-)  # fmt: skip
-# clone() flags that create namespaces: refused like unshare().
-_CLONE_NS_FLAGS = (0x10000000, 0x00020000, 0x20000000, 0x40000000, 0x08000000, 0x04000000,
-                   0x02000000)  # fmt: skip
-
-
-def _act_errno(err: int) -> int:
-    return 0x00050000 | (err & 0xFFFF)
-
-
-class _ArgCmp(ctypes.Structure):
-    _fields_ = (
-        ("arg", ctypes.c_uint),
-        ("op", ctypes.c_int),
-        ("datum_a", ctypes.c_uint64),
-        ("datum_b", ctypes.c_uint64),
-    )
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -132,46 +106,6 @@ def apply_landlock(cfg: dict[str, Any]) -> int:
     return abi
 
 
-def apply_seccomp(cfg: dict[str, Any]) -> None:
-    """Load the denylist filter (libseccomp). Raises if it cannot be loaded."""
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
-    lib = ctypes.CDLL(name, use_errno=True)
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
-    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
-    lib.seccomp_rule_add_array.argtypes = (
-        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp),
-    )  # fmt: skip
-    lib.seccomp_load.argtypes = (ctypes.c_void_p,)
-    lib.seccomp_release.argtypes = (ctypes.c_void_p,)
-    ctx = lib.seccomp_init(_ACT_ALLOW)
-    if not ctx:
-        raise OSError("seccomp_init failed")
-
-    def rule(syscall: str, action: int, *cmps: tuple[int, int, int, int]) -> None:
-        nr = lib.seccomp_syscall_resolve_name(syscall.encode())
-        if nr < 0:
-            return  # not a syscall on this architecture
-        arr = (_ArgCmp * max(1, len(cmps)))(*[_ArgCmp(*c) for c in cmps])
-        rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
-        if rc < 0:
-            raise OSError(-rc, f"seccomp rule for {syscall} failed")
-
-    try:
-        for syscall in DENIED_SYSCALLS:
-            rule(syscall, _act_errno(errno.EPERM))
-        for flag in _CLONE_NS_FLAGS:
-            rule("clone", _act_errno(errno.EPERM), (0, _CMP_MASKED_EQ, flag, flag))
-        rule("clone3", _act_errno(errno.ENOSYS))  # flags live in memory: make libc use clone
-        if not cfg.get("network"):
-            rule("socket", _act_errno(errno.EACCES), (0, _CMP_NE, socket.AF_UNIX, 0))
-        rc = lib.seccomp_load(ctx)
-        if rc < 0:
-            raise OSError(-rc, "seccomp_load failed")
-    finally:
-        lib.seccomp_release(ctx)
-
-
 def _status() -> dict[str, str]:
     with open("/proc/self/status") as f:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
@@ -183,6 +117,29 @@ def _denied(fn: Any) -> bool:
     except OSError:
         return True
     return False
+
+
+def cgroup_view() -> dict[str, str]:
+    """``/proc/self/cgroup`` as ``{controller: path}`` (``""``: the cgroup v2 hierarchy)."""
+    view: dict[str, str] = {}
+    with contextlib.suppress(OSError), open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                view[controller] = path
+    return view
+
+
+def _in_cgroup(cfg: dict[str, Any]) -> bool:
+    """Whether this process is in the call's cgroup: the path the executor made, or -- inside
+    a cgroup namespace bubblewrap created after the executor moved it there -- its root."""
+    expected: dict[str, str] = cfg.get("cgroup") or {}
+    if not expected:
+        return False
+    view = cgroup_view()
+    host_ns = cfg.get("host_cgroupns")
+    own_ns = host_ns is not None and os.stat("/proc/self/ns/cgroup").st_ino != host_ns
+    return all(view.get(c) == p or (own_ns and view.get(c) == "/") for c, p in expected.items())
 
 
 def measure(cfg: dict[str, Any], landlock_abi_used: int) -> dict[str, Any]:
@@ -197,6 +154,7 @@ def measure(cfg: dict[str, Any], landlock_abi_used: int) -> dict[str, Any]:
             ns[kind] = False
     unshare_denied = _libc.unshare(0) != 0
     seccomp_mode = int(status.get("Seccomp", "0").strip() or 0)
+    signals = inner_seccomp.signals_confined()
 
     def inet() -> None:
         socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
@@ -230,12 +188,14 @@ def measure(cfg: dict[str, Any], landlock_abi_used: int) -> dict[str, Any]:
         "gid": os.getgid(),
         "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
         "caps_effective": status.get("CapEff", "").strip(),
-        "seccomp": seccomp_mode == 2 and unshare_denied,
+        "seccomp": seccomp_mode == 2 and unshare_denied and signals,
         "seccomp_mode": seccomp_mode,
+        "signals_confined": signals,
         "landlock": landlock_abi_used > 0 and _denied(root_dir),
         "landlock_abi": landlock_abi_used,
         "namespaces": bool(ns) and all(ns.values()),
         "ns": ns,
+        "cgroup": _in_cgroup(cfg),
         "network": not (connect_denied or net_isolated),
         "network_checks": {
             "inet_socket_denied": socket_denied,
@@ -244,6 +204,17 @@ def measure(cfg: dict[str, Any], landlock_abi_used: int) -> dict[str, Any]:
         },
         "rlimits": limits,
     }
+
+
+def missing_layers(cfg: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """The requirements of the call's profile that the measurement did not find in force."""
+    missing = [layer for layer in cfg.get("require", []) if not report.get(layer)]
+    for group in cfg.get("require_any", []):
+        if not any(report.get(layer) for layer in group):
+            missing.append("|".join(sorted(group)))
+    if cfg.get("network") is False and report["network"]:
+        missing.append("network_isolation")
+    return missing
 
 
 def main(argv: list[str]) -> int:
@@ -262,13 +233,12 @@ def main(argv: list[str]) -> int:
             errors.append(f"landlock: {exc}")
     if cfg.get("seccomp"):
         try:
-            apply_seccomp(cfg)
+            listener, notified = inner_seccomp.apply_seccomp(cfg)
+            inner_seccomp.start_supervisor(listener, notified)
         except OSError as exc:
             errors.append(f"seccomp: {exc}")
     report = measure(cfg, abi)
-    missing = [layer for layer in cfg.get("require", []) if not report.get(layer)]
-    if cfg.get("network") is False and report["network"]:
-        missing.append("network_isolation")
+    missing = missing_layers(cfg, report)
     report["missing"], report["errors"] = missing, errors
     report["ok"] = not missing
     with os.fdopen(report_fd, "w") as out:
@@ -290,7 +260,3 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
         return 126
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from switchboard_tools.sandbox import inner
+from switchboard_tools.sandbox.bootstrap import inner_source
 from switchboard_tools.sandbox.bwrap import bwrap_argv
-from switchboard_tools.sandbox.child import SpawnOptions
+from switchboard_tools.sandbox.cgroups import CallCgroup, Cgroups, discard
+from switchboard_tools.sandbox.child import Child, SpawnOptions
 from switchboard_tools.sandbox.process import minimal_env
 from switchboard_tools.sandbox.profile import SandboxProfile, SandboxUnavailable
 
-INNER_SOURCE = Path(inner.__file__).read_text(encoding="utf-8")
+INNER_SOURCE = inner_source()
 SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/proc", "/dev")
 DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
-INNER_LAYERS = frozenset({"seccomp", "landlock", "namespaces", "no_new_privs"})
+INNER_LAYERS = frozenset({"seccomp", "landlock", "namespaces", "no_new_privs", "cgroup"})
 
 
 @dataclass
@@ -39,11 +40,40 @@ class Launch:
     report_r: int
     profile: SandboxProfile
     use_ns: bool
+    cgroup: CallCgroup | None = None
+    cgroup_limits: dict[str, int | None] | None = None
 
     def close_fds(self) -> None:
         for fd in self.fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.cgroup is not None:
+            self.cgroup.close_fds()
+
+    def release_cgroup(self) -> dict[str, int] | None:
+        """Once the call is over: how often its cgroup's limits acted, and its removal
+        (``None``: the call had no cgroup). Idempotent."""
+        cgroup, self.cgroup = self.cgroup, None
+        if cgroup is None:
+            return None
+        events = cgroup.events()
+        discard(cgroup)
+        return events
+
+
+_RELEASES: set[asyncio.Task[None]] = set()
+
+
+def release_when_finished(child: Child, launch: Launch) -> None:
+    """Release ``launch``'s cgroup once the (background) ``child`` has finished."""
+
+    async def release() -> None:
+        await child.finished.wait()
+        launch.release_cgroup()
+
+    task = asyncio.create_task(release())
+    _RELEASES.add(task)
+    task.add_done_callback(_RELEASES.discard)
 
 
 def prepare_launch(
@@ -59,7 +89,8 @@ def prepare_launch(
     seccomp: bool,
     landlock: bool,
     uid: int | None,
-    preexec: Callable[[int], None],
+    preexec: Callable[[int, CallCgroup | None], None],
+    cgroups: Cgroups | None,
     host_ns: dict[str, int],
     host_net: int,
     nproc: int,
@@ -67,8 +98,9 @@ def prepare_launch(
 ) -> Launch:
     """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
     runs the inner wrapper, ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
-    ``landlock`` say whether the wrapper applies them. ``uid``: the uid/gid the command runs as
-    (``None``: keep the executor's); ``preexec(cpu_seconds)`` runs between fork and exec.
+    ``landlock`` say whether the wrapper applies them, ``cgroups`` (``None``: none) where the
+    call's cgroup is made. ``uid``: the uid/gid the command runs as (``None``: keep the
+    executor's), dropped by ``preexec(cpu_seconds, cgroup)``, which runs between fork and exec.
     ``host_ns``/``host_net``: the executor's namespace inodes, ``nproc``: its process limit, both
     handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``."""
     use_ns = bwrap is not None
@@ -76,6 +108,15 @@ def prepare_launch(
     report_r, report_w = os.pipe()
     launch = Launch([], {}, SpawnOptions(), [report_w], report_r, profile, use_ns)
     try:
+        if cgroups is not None:
+            try:
+                launch.cgroup = cgroups.create()
+                launch.cgroup_limits = cgroups.limits.describe()
+            except OSError as exc:
+                raise SandboxUnavailable(
+                    f"Refused: the call's cgroup could not be created ({exc.strerror}); "
+                    "the command was not run."
+                ) from exc
         ws_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         launch.fds.append(ws_fd)
         cfg: dict[str, Any] = {
@@ -87,6 +128,9 @@ def prepare_launch(
             "rw": [ws_fd, "/tmp"] if use_ns else [ws_fd],
             "dev": list(DEV_FILES),
             "require": sorted(profile.require & INNER_LAYERS),
+            "require_any": [sorted(g) for g in profile.require_any if g <= INNER_LAYERS],
+            "cgroup": launch.cgroup.view if launch.cgroup is not None else {},
+            "host_cgroupns": os.stat("/proc/self/ns/cgroup").st_ino,
             "host_ns": host_ns if use_ns else {},
             "host_net": host_net,
             "nproc": nproc,
@@ -107,15 +151,16 @@ def prepare_launch(
             command = prefix + command
     except BaseException:
         launch.close_fds()
+        launch.release_cgroup()
         os.close(report_r)
         raise
     cpu_seconds = max(1, math.ceil(timeout_s) + 1)
     launch.command = command
+    cgroup = launch.cgroup
+    # The uid is dropped by preexec itself, after the cgroup is entered (not by subprocess,
+    # which would drop it before preexec runs).
     launch.options = SpawnOptions(
-        preexec=lambda: preexec(cpu_seconds),
-        pass_fds=tuple(launch.fds),
-        user=uid,
-        group=uid,
+        preexec=lambda: preexec(cpu_seconds, cgroup), pass_fds=tuple(launch.fds)
     )
     extra_env = {"TMPDIR": "/tmp"} if use_ns else {}
     launch.env = minimal_env(cwd, {**extra_env, **(env or {})})
@@ -133,11 +178,14 @@ def hand_workspace_over(workspace: Path, uid: int | None, namespaces: bool) -> N
     st = workspace.stat()
     if st.st_uid != uid:
         # First use by the sandbox: hand over what the executor created so far; later
-        # files created by the executor's tools inherit the owner (workspace.inherit_owner).
-        for top, dirs, files in os.walk(workspace):
+        # files created by the executor's tools get the owner too (WorkspaceFS.give). Walked
+        # by directory descriptors, never by name: a directory swapped for a symlink meanwhile
+        # cannot send the change of owner outside the workspace.
+        for _, dirs, files, dir_fd in os.fwalk(workspace, follow_symlinks=False):
             for name in dirs + files:
-                os.lchown(os.path.join(top, name), uid, uid)
-        os.chown(workspace, uid, uid)
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                    os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+        os.chown(workspace, uid, uid, follow_symlinks=False)
     if not namespaces:
         return  # the child enters its cwd before dropping the uid
     for parent in workspace.parents:
@@ -225,6 +273,8 @@ def attest(
         **report,
     }
     isolation["workspace_confined"] = bool(report.get("namespaces") or report.get("landlock"))
+    if launch.cgroup_limits is not None:
+        isolation["cgroup_limits"] = launch.cgroup_limits
     if not report.get("ok"):
         missing = ", ".join(report.get("missing", [])) or "unknown"
         raise SandboxUnavailable(

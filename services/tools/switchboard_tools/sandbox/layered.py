@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import resource
+import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from switchboard_tools.output import OutputCallback
+from switchboard_tools.sandbox.cgroups import CallCgroup, CgroupLimits
 from switchboard_tools.sandbox.child import Child
 from switchboard_tools.sandbox.launch import (
     Launch,
@@ -30,8 +31,10 @@ from switchboard_tools.sandbox.launch import (
     await_report,
     prepare_launch,
     read_report,
+    release_when_finished,
 )
-from switchboard_tools.sandbox.process import lower_limit, set_no_new_privs
+from switchboard_tools.sandbox.layers import Layers, refusal
+from switchboard_tools.sandbox.process import outer_preexec
 from switchboard_tools.sandbox.profile import DEFAULT_PROFILE, SandboxProfile, SandboxUnavailable
 from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, spawn_background
 
@@ -45,16 +48,10 @@ def _ns_inode(kind: str) -> int:
     return os.stat(f"/proc/self/ns/{kind}").st_ino
 
 
-@dataclass
-class Layers:
-    """What the start-up probe proved. ``status`` maps each optional layer to ``"ok"`` or
-    ``"unavailable: <reason>"``; a layer is only used when its probe passed."""
-
-    python: str | None = None
-    bwrap: str | None = None
-    seccomp: bool = False
-    landlock_abi: int = 0
-    status: dict[str, str] = field(default_factory=dict)
+_NOT_STARTED = (
+    "Refused: the sandbox could not prepare the command's process (its cgroup, limits or "
+    "uid); it was not run."
+)
 
 
 class LayeredSandbox:
@@ -74,9 +71,13 @@ class LayeredSandbox:
         default_profile: SandboxProfile = DEFAULT_PROFILE,
         exit_grace_s: float = 0.5,
         drain_limit_bytes: int = 64 * _MiB,
+        cgroup_limits: CgroupLimits | None = None,
+        cgroup_parent: str = "",
     ) -> None:
         """``uid``: the unprivileged uid/gid commands run as when the executor is root
-        (``None``: keep the executor's uid, not recommended)."""
+        (``None``: keep the executor's uid, not recommended). ``cgroup_limits``: the memory
+        and process limits of each call's cgroup, made under ``cgroup_parent`` (a cgroup path;
+        ``""``: the executor's own cgroup) when the probe finds cgroups writable."""
         self.drop_uid = uid if os.geteuid() == 0 else None
         self.fsize_bytes = fsize_bytes
         self.nofile = nofile
@@ -86,6 +87,8 @@ class LayeredSandbox:
         self.default_profile = default_profile
         self.exit_grace_s = exit_grace_s
         self.drain_limit_bytes = drain_limit_bytes
+        self.cgroup_limits = cgroup_limits or CgroupLimits()
+        self.cgroup_parent = cgroup_parent
         self.layers = Layers()
         self.host_ns = {kind: _ns_inode(kind) for kind in _NS_KINDS}
         self.host_net = _ns_inode("net")
@@ -99,48 +102,19 @@ class LayeredSandbox:
         return self.drop_uid if self.drop_uid is not None else os.geteuid()
 
     def available(self) -> dict[str, bool]:
-        layers = self.layers
-        measured = layers.python is not None
-        return {
-            "process_group": True,
-            "rlimits": True,
-            "no_new_privs": measured,
-            "uid": self.run_uid != 0,
-            "seccomp": measured and layers.seccomp,
-            "landlock": measured and layers.landlock_abi > 0,
-            "namespaces": measured and layers.bwrap is not None,
-        }
+        return self.layers.available(self.run_uid)
 
     def can_deny_network(self) -> bool:
-        have = self.available()
-        return have["namespaces"] or have["seccomp"] or self.layers.landlock_abi >= 4
+        return self.layers.can_deny_network(self.run_uid)
 
     def missing(self, profile: SandboxProfile) -> list[str]:
-        """Layers ``profile`` demands that this host cannot provide."""
-        have = self.available()
-        missing = sorted(layer for layer in profile.require if not have.get(layer))
-        if not profile.network and not self.can_deny_network():
-            missing.append("network_isolation")
-        if self.layers.python is None:
-            missing.append("measurement")
-        return missing
+        """Requirements of ``profile`` this host cannot provide (``a|b``: neither of them)."""
+        return self.layers.missing(profile, self.run_uid)
 
     def attestation(self) -> dict[str, Any]:
-        have = self.available()
-        profile = self.default_profile
-        return {
-            "sandbox": "bwrap" if have["namespaces"] else "process",
-            "measured": self.layers.python is not None,
-            **have,
-            "uid": self.run_uid,
-            "landlock_abi": self.layers.landlock_abi,
-            "network": profile.network or not self.can_deny_network(),
-            "workspace_confined": have["namespaces"] or have["landlock"],
-            "minimal_env": True,
-            "rlimits_set": self.rlimit_names(),
-            "probe": dict(self.layers.status),
-            "profile": profile.describe(),
-        }
+        return self.layers.attestation(
+            self.run_uid, self.default_profile, self.rlimit_names(), self.cgroup_limits
+        )
 
     def rlimit_names(self) -> list[str]:
         names = ["cpu", "fsize", "nofile", "core", "nproc"]
@@ -166,10 +140,7 @@ class LayeredSandbox:
         use = {**self.available(), **(layers or {})}
         missing = self.missing(profile) if layers is None else []
         if missing:
-            raise SandboxUnavailable(
-                "Refused: this call's sandbox profile requires isolation this executor cannot "
-                f"provide ({', '.join(missing)}); it was not run."
-            )
+            raise SandboxUnavailable(refusal(missing, self.layers.status))
         python = self.layers.python
         if python is None:
             raise SandboxUnavailable("Refused: the sandbox was not probed; nothing was run.")
@@ -186,6 +157,7 @@ class LayeredSandbox:
             landlock=bool(use["landlock"]),
             uid=self.drop_uid,
             preexec=self.preexec,
+            cgroups=self.layers.cgroups if use["cgroup"] else None,
             host_ns=self.host_ns,
             host_net=self.host_net,
             nproc=self.nproc,
@@ -204,15 +176,17 @@ class LayeredSandbox:
             host_uid=self.run_uid,
         )
 
-    def preexec(self, cpu_seconds: int) -> None:
-        # Between fork and exec, after the uid change: plain system calls only.
-        lower_limit(resource.RLIMIT_CPU, cpu_seconds)
-        lower_limit(resource.RLIMIT_FSIZE, self.fsize_bytes)
-        lower_limit(resource.RLIMIT_NOFILE, self.nofile)
-        lower_limit(resource.RLIMIT_CORE, 0)
-        if self.address_space_bytes is not None:
-            lower_limit(resource.RLIMIT_AS, self.address_space_bytes)
-        set_no_new_privs(self._prctl)
+    def preexec(self, cpu_seconds: int, cgroup: CallCgroup | None = None) -> None:
+        # Between fork and exec: see switchboard_tools.sandbox.process.outer_preexec.
+        outer_preexec(
+            cpu_seconds,
+            cgroup=cgroup,
+            fsize_bytes=self.fsize_bytes,
+            nofile=self.nofile,
+            address_space_bytes=self.address_space_bytes,
+            uid=self.drop_uid,
+            prctl=self._prctl,
+        )
 
     async def run(
         self,
@@ -253,10 +227,15 @@ class LayeredSandbox:
                 drain_limit_bytes=self.drain_limit_bytes,
                 on_output=on_output,
             )
+        except subprocess.SubprocessError as exc:
+            raise SandboxUnavailable(_NOT_STARTED) from exc
         finally:
             launch.close_fds()
             report = read_report(launch.report_r)
+            events = launch.release_cgroup()
         isolation = self._attest(report, launch, result.output, result.timed_out)
+        if events is not None:
+            isolation["cgroup_events"] = events
         return replace(result, isolation=isolation)
 
     async def spawn(
@@ -296,9 +275,13 @@ class LayeredSandbox:
                 )
             finally:
                 launch.close_fds()
-        except BaseException:
+        except BaseException as exc:
             os.close(launch.report_r)
+            launch.release_cgroup()
+            if isinstance(exc, subprocess.SubprocessError):
+                raise SandboxUnavailable(_NOT_STARTED) from exc
             raise
+        release_when_finished(child, launch)
         try:
             report = await await_report(launch.report_r, _REPORT_TIMEOUT_S)
             if report is None or not report.get("ok"):

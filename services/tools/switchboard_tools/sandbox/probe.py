@@ -14,15 +14,18 @@ import tempfile
 from pathlib import Path
 
 from switchboard_tools.sandbox import inner
+from switchboard_tools.sandbox.cgroups import CgroupLimits, Cgroups, CgroupUnavailable
 from switchboard_tools.sandbox.child import become_subreaper
-from switchboard_tools.sandbox.layered import LayeredSandbox, Layers
-from switchboard_tools.sandbox.profile import SandboxProfile, SandboxUnavailable
+from switchboard_tools.sandbox.layered import LayeredSandbox
+from switchboard_tools.sandbox.layers import Layers
+from switchboard_tools.sandbox.profile import OPTIONAL_LAYERS, SandboxProfile, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
 PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
 _PROBE_TIMEOUT_S = 10.0
-_OFF = {"seccomp": False, "landlock": False, "namespaces": False}
+_OFF = {"seccomp": False, "landlock": False, "namespaces": False, "cgroup": False}
+DISABLED = "disabled by the operator (SB_EXEC_DISABLE_LAYERS)"
 
 
 def _python_candidates() -> list[str]:
@@ -58,8 +61,19 @@ async def _try(
     return "ok"
 
 
-async def probe_layers(sandbox: LayeredSandbox, bwrap_path: str | None = "bwrap") -> LayeredSandbox:
-    """Probe every layer on ``sandbox`` and record the outcome in ``sandbox.layers``."""
+async def probe_layers(
+    sandbox: LayeredSandbox,
+    bwrap_path: str | None = "bwrap",
+    disable: frozenset[str] = frozenset(),
+) -> LayeredSandbox:
+    """Probe every layer on ``sandbox`` and record the outcome in ``sandbox.layers``; the
+    layers in ``disable`` are not probed nor used (reported as disabled by the operator)."""
+    unknown = set(disable) - OPTIONAL_LAYERS
+    if unknown:
+        raise ValueError(
+            f"cannot disable sandbox layer(s) {', '.join(sorted(unknown))}: only "
+            f"{', '.join(sorted(OPTIONAL_LAYERS))} can be"
+        )
     layers = Layers()
     sandbox.layers = layers
     with tempfile.TemporaryDirectory(prefix="sb-probe-") as tmp:
@@ -72,36 +86,48 @@ async def probe_layers(sandbox: LayeredSandbox, bwrap_path: str | None = "bwrap"
             layers.python = None
         layers.status["measurement"] = "ok" if layers.python else "unavailable: no python3 runs"
         if layers.python is None:
-            for name in ("seccomp", "landlock", "namespaces"):
+            for name in sorted(OPTIONAL_LAYERS):
                 layers.status[name] = "unavailable: nothing to measure it with"
             return sandbox
 
         # The layers are probed at once (each run enables only its own layer).
         layers.landlock_abi = _landlock_abi()
-        bwrap = shutil.which(bwrap_path) if bwrap_path else None
-        layers.bwrap = bwrap
-        seccomp, landlock, namespaces = await asyncio.gather(
-            _try(sandbox, workspace, {"seccomp": True}, frozenset({"seccomp"}), network=False),
-            _try(sandbox, workspace, {"landlock": True}, frozenset({"landlock"})),
-            _try(sandbox, workspace, {"namespaces": True}, frozenset({"namespaces"}), network=False)
-            if bwrap is not None
-            else _unavailable(f"bubblewrap not found ({bwrap_path})"),
-        )
-        layers.status["seccomp"] = seccomp
-        layers.seccomp = seccomp == "ok"
-        abi = layers.landlock_abi
-        layers.status["landlock"] = landlock if abi else "unavailable: kernel has no landlock"
-        if landlock != "ok":
+        layers.bwrap = shutil.which(bwrap_path) if bwrap_path else None
+        cgroups = _find_cgroups(sandbox) if "cgroup" not in disable else DISABLED
+        layers.cgroups = cgroups if isinstance(cgroups, Cgroups) else None
+
+        async def probe(name: str) -> str:
+            if name in disable:
+                return f"unavailable: {DISABLED}"
+            if name == "landlock" and not layers.landlock_abi:
+                return "unavailable: kernel has no landlock"
+            if name == "namespaces" and layers.bwrap is None:
+                return f"unavailable: bubblewrap not found ({bwrap_path})"
+            if name == "cgroup" and layers.cgroups is None:
+                return f"unavailable: {cgroups}"
+            network = name == "landlock" or name == "cgroup"  # else: prove it denies it
+            return await _try(sandbox, workspace, {name: True}, frozenset({name}), network)
+
+        names = sorted(OPTIONAL_LAYERS)
+        for name, status in zip(names, await asyncio.gather(*map(probe, names)), strict=True):
+            layers.status[name] = status
+        layers.seccomp = layers.status["seccomp"] == "ok"
+        if layers.status["landlock"] != "ok":
             layers.landlock_abi = 0
-        layers.status["namespaces"] = namespaces
-        if namespaces != "ok":
+        if layers.status["namespaces"] != "ok":
             layers.bwrap = None
+        if layers.status["cgroup"] != "ok":
+            layers.cgroups = None
     log.info("sandbox layers probed", extra={"isolation": sandbox.attestation()})
     return sandbox
 
 
-async def _unavailable(reason: str) -> str:
-    return f"unavailable: {reason}"
+def _find_cgroups(sandbox: LayeredSandbox) -> Cgroups | str:
+    """Where per-call cgroups can be made, or why not."""
+    try:
+        return Cgroups.find(sandbox.cgroup_limits, sandbox.cgroup_parent)
+    except CgroupUnavailable as exc:
+        return str(exc)
 
 
 def _landlock_abi() -> int:
@@ -116,11 +142,16 @@ async def probe_sandbox(
     bwrap_path: str | None = "bwrap",
     uid: int | None = 65534,
     default_profile: SandboxProfile | None = None,
+    disable: frozenset[str] = frozenset(),
+    cgroup_limits: CgroupLimits | None = None,
+    cgroup_parent: str = "",
 ) -> LayeredSandbox:
     """Build a :class:`LayeredSandbox` and probe it: the executor's start-up factory. Also
-    makes this process the subreaper of sandbox orphans (see :func:`become_subreaper`)."""
+    makes this process the subreaper of sandbox orphans (see :func:`become_subreaper`).
+    ``disable``: layers not to use; ``cgroup_limits``/``cgroup_parent``: the per-call cgroups
+    (see :class:`LayeredSandbox`)."""
     become_subreaper()
-    sandbox = LayeredSandbox(uid=uid)
+    sandbox = LayeredSandbox(uid=uid, cgroup_limits=cgroup_limits, cgroup_parent=cgroup_parent)
     if default_profile is not None:
         sandbox.default_profile = default_profile
-    return await probe_layers(sandbox, bwrap_path)
+    return await probe_layers(sandbox, bwrap_path, disable)

@@ -10,13 +10,21 @@ import resource
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from switchboard_tools.output import OutputCallback
 from switchboard_tools.sandbox.child import Child, SpawnOptions
 from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, spawn_background
 
-__all__ = ["SANDBOX_PATH", "ProcessSandbox", "lower_limit", "minimal_env", "set_no_new_privs"]
+__all__ = [
+    "SANDBOX_PATH",
+    "ProcessSandbox",
+    "drop_privileges",
+    "lower_limit",
+    "minimal_env",
+    "outer_preexec",
+    "set_no_new_privs",
+]
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -46,6 +54,43 @@ def set_no_new_privs(prctl: Any) -> None:
     """``prctl(PR_SET_NO_NEW_PRIVS)``, between fork and exec (``prctl`` loaded before)."""
     if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def drop_privileges(uid: int) -> None:
+    """Become ``uid`` (and gid ``uid``, no supplementary groups) for good."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+class _Enterable(Protocol):
+    def enter(self) -> None: ...
+
+
+def outer_preexec(
+    cpu_seconds: int,
+    *,
+    cgroup: _Enterable | None,
+    fsize_bytes: int,
+    nofile: int,
+    address_space_bytes: int | None,
+    uid: int | None,
+    prctl: Any,
+) -> None:
+    """The outer layers a child sets on itself between fork and exec (plain system calls
+    only): its cgroup (entered while still root: the sandbox uid may not write cgroup files),
+    rlimits, the uid drop, then ``no_new_privs``."""
+    if cgroup is not None:
+        cgroup.enter()
+    lower_limit(resource.RLIMIT_CPU, cpu_seconds)
+    lower_limit(resource.RLIMIT_FSIZE, fsize_bytes)
+    lower_limit(resource.RLIMIT_NOFILE, nofile)
+    lower_limit(resource.RLIMIT_CORE, 0)
+    if address_space_bytes is not None:
+        lower_limit(resource.RLIMIT_AS, address_space_bytes)
+    if uid is not None:
+        drop_privileges(uid)
+    set_no_new_privs(prctl)
 
 
 def _load_prctl() -> Any:

@@ -1,15 +1,17 @@
 """exec: run a command in the workspace, always inside the sandbox's isolation layers.
 
-Two modes. ``allowlist`` (the default): the command line is split with POSIX ``shlex`` and run
-directly, never by a shell. Shell metacharacters are refused outright rather than quoted, so
-nothing that looks like a pipeline, redirection, substitution or command list can be smuggled
-in. The program must be a bare name from the allowlist (no paths). Path-like arguments must
-resolve inside the workspace and a few options known to run programs or change the system are
-refused. ``sandbox``: a real ``/bin/sh -c`` -- only offered by a sandbox that enforces
-profiles (:class:`~switchboard_tools.sandbox.ProfiledSandbox`), because there the isolation
-layers, not argument checks, are the boundary. In both modes a profiled sandbox runs the
-command under its layers and the measured attestation is returned in ``details.isolation``;
-the allowlist is an extra restriction, never a replacement.
+The operator chooses the mode (``SB_EXEC_MODE``); the caller cannot. ``allowlist`` (the
+default): the command line is split with POSIX ``shlex`` and run directly, never by a shell.
+Shell metacharacters are refused outright rather than quoted, so nothing that looks like a
+pipeline, redirection, substitution or command list can be smuggled in. The program must be a
+bare name from the allowlist (no paths), and its arguments are read the way its getopt reads
+them (:mod:`switchboard_tools.tools.argcheck`): path-like arguments must resolve inside the
+workspace and options known to run programs or change the system are refused, however they are
+spelled. ``sandbox``: a real ``/bin/sh -c`` -- only with a sandbox that enforces profiles
+(:class:`~switchboard_tools.sandbox.ProfiledSandbox`), because there the isolation layers, not
+argument checks, are the boundary. In both modes a profiled sandbox runs the command under its
+layers and the measured attestation is returned in ``details.isolation``; the allowlist is an
+extra restriction, never a replacement.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
@@ -26,8 +28,8 @@ from switchboard_tools.sandbox import (
     ProfiledSandbox,
     Sandbox,
     SandboxProfile,
-    SandboxUnavailable,
 )
+from switchboard_tools.tools.argcheck import check_command
 from switchboard_tools.workspace import display_path, resolve_in_workspace
 
 DEFAULT_EXEC_ALLOWLIST: tuple[str, ...] = (
@@ -53,42 +55,15 @@ DEFAULT_EXEC_OUTPUT_CAP = 64 * 1024
 MAX_COMMAND_LENGTH = 8192
 # Left to the sandbox out of the registry's budget so the command's own timeout fires first.
 _TIMEOUT_MARGIN_S = 0.5
+ExecMode = Literal["allowlist", "sandbox"]
+EXEC_MODES: tuple[ExecMode, ...] = ("allowlist", "sandbox")
 
 # Shell operators and metacharacters: refused anywhere in the command line, even quoted.
 FORBIDDEN_CHARACTERS = frozenset(";|&$`<>(){}\\\n\r")
 
-# Options that run other programs, read lists of file names, or change the system. Long
-# options are matched by prefix too, since GNU getopt accepts unambiguous abbreviations.
-_DANGEROUS_SHORT: dict[str, frozenset[str]] = {"date": frozenset("s")}
-_DANGEROUS_LONG: dict[str, tuple[str, ...]] = {
-    "date": ("--set",),
-    "sort": ("--compress-program", "--files0-from"),
-    "wc": ("--files0-from",),
-    "du": ("--files0-from",),
-}
-# Whole arguments refused (for programs with single-dash long options).
-_DANGEROUS_ARGS: dict[str, frozenset[str]] = {
-    "find": frozenset(
-        {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-    ),
-}
-
 
 def _is_forbidden(ch: str) -> bool:
     return ch in FORBIDDEN_CHARACTERS or (ord(ch) < 32 and ch != "\t") or ord(ch) == 127
-
-
-def _path_candidates(arg: str) -> list[str]:
-    """The parts of an argument that a program may take as a path."""
-    if arg in ("-", "--"):
-        return []
-    if arg.startswith("--"):
-        _, eq, value = arg.partition("=")
-        return [value] if eq and value else []
-    if arg.startswith("-"):
-        # Attached value of a short option, e.g. ``-f/etc/passwd``.
-        return [arg[2:]] if len(arg) > 2 else []
-    return [arg]
 
 
 def parse_command(command: str, allowlist: frozenset[str]) -> list[str]:
@@ -120,36 +95,24 @@ def parse_command(command: str, allowlist: frozenset[str]) -> list[str]:
     return argv
 
 
-def check_arguments(argv: list[str], workspace: Path, cwd: Path) -> None:
-    """Refuse dangerous options and path arguments that resolve outside the workspace."""
-    program = argv[0]
-    short = _DANGEROUS_SHORT.get(program, frozenset())
-    long = _DANGEROUS_LONG.get(program, ())
-    whole = _DANGEROUS_ARGS.get(program, frozenset())
-    for arg in argv[1:]:
-        if arg in whole:
-            raise ToolError(f"Command refused: {arg!r} is not allowed for {program}")
-        if arg.startswith("--") and len(arg) > 2:
-            name = arg.partition("=")[0]
-            if any(option.startswith(name) for option in long):
-                raise ToolError(f"Command refused: option {name!r} is not allowed for {program}")
-        elif arg.startswith("-") and short.intersection(arg[1:]):
-            raise ToolError(f"Command refused: option {arg!r} is not allowed for {program}")
-        for value in _path_candidates(arg):
-            try:
-                resolve_in_workspace(workspace, str(cwd / value))
-            except ToolError as exc:
-                raise ToolError(
-                    f"Command refused: argument {arg!r} points outside the workspace"
-                ) from exc
-
-
 def format_result(
-    output: str, *, exit_code: int | None, truncated: bool, timed_out: bool, timeout_s: float
+    output: str,
+    *,
+    exit_code: int | None,
+    truncated: bool,
+    timed_out: bool,
+    timeout_s: float,
+    isolation: dict[str, Any] | None = None,
 ) -> str:
     markers: list[str] = []
     if truncated:
         markers.append("[output truncated]")
+    events = (isolation or {}).get("cgroup_events") or {}
+    limits = (isolation or {}).get("cgroup_limits") or {}
+    if events.get("oom_kill"):
+        markers.append(f"[killed: out of memory (limit {limits.get('memory_max')} bytes)]")
+    if events.get("pids_max"):
+        markers.append(f"[process limit reached ({limits.get('pids_max')}): forks failed]")
     if timed_out:
         markers.append(f"[timed out after {timeout_s:g}s]")
     elif exit_code not in (0, None):
@@ -161,35 +124,48 @@ def format_result(
     return output + "\n".join(markers)
 
 
+def check_mode(mode: str, sandbox: Sandbox) -> ExecMode:
+    """The operator's exec mode, refused at start-up when this sandbox cannot back it."""
+    if mode not in EXEC_MODES:
+        raise ValueError(f"unknown exec mode {mode!r}: expected allowlist or sandbox")
+    if mode == "sandbox" and not isinstance(sandbox, ProfiledSandbox):
+        raise ValueError(
+            "exec mode 'sandbox' needs a sandbox that enforces isolation profiles; this one "
+            "is a plain process sandbox: use mode 'allowlist'"
+        )
+    return "sandbox" if mode == "sandbox" else "allowlist"
+
+
 def prepare_command(
-    args: dict[str, Any], ctx: ToolContext, sandbox: Sandbox, allowlist: frozenset[str]
+    args: dict[str, Any], ctx: ToolContext, mode: ExecMode, allowlist: frozenset[str]
 ) -> tuple[list[str], Path]:
-    """argv and working directory for ``command``/``mode``/``cwd`` arguments, with every check
-    of exec (shared by the process tool)."""
+    """argv and working directory for ``command``/``cwd`` arguments in the operator's ``mode``,
+    with every check of exec (shared by the process tool)."""
     cwd = resolve_in_workspace(ctx.workspace, args.get("cwd", "."))
     if not cwd.is_dir():
         raise ToolError(f"Working directory {args.get('cwd', '.')!r} is not a directory")
-    if args.get("mode", "allowlist") == "sandbox":
-        if not isinstance(sandbox, ProfiledSandbox):
-            raise SandboxUnavailable(
-                "Refused: mode 'sandbox' needs an isolation sandbox and this executor only "
-                "has a plain process sandbox; use mode 'allowlist'."
-            )
+    if mode == "sandbox":
         return ["/bin/sh", "-c", args["command"]], cwd
     argv = parse_command(args["command"], allowlist)
-    check_arguments(argv, ctx.workspace, cwd)
+    check_command(argv, allowlist, ctx.workspace, cwd)
     return argv, cwd
+
+
+DESCRIPTIONS: dict[ExecMode, str] = {
+    "allowlist": "one command without a shell -- no pipes, redirections, variables, "
+    "substitutions or command lists; quote arguments with ' or \"; only allowlisted programs "
+    "(see the error message for the list); paths must stay inside the workspace",
+    "sandbox": "a /bin/sh command line (pipes, redirections and scripts work); writes outside "
+    "the workspace are refused",
+}
 
 
 class ExecTool(Tool):
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
-        "Run a command in the workspace, inside the executor's isolation sandbox (no network "
-        "unless granted). mode 'allowlist' (default): one command without a shell -- no pipes, "
-        "redirections, variables, substitutions or command lists; quote arguments with ' or "
-        '"; only allowlisted programs (see the error message for the list); paths must stay '
-        "inside the workspace. mode 'sandbox': a full /bin/sh command line. stdout and stderr "
-        "are returned together, capped in size."
+        "Run a command in the workspace, inside the executor's isolation sandbox (no network; "
+        "memory and process limits where the host allows). The command is {mode}. stdout and "
+        "stderr are returned together, capped in size."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -199,12 +175,6 @@ class ExecTool(Tool):
                 "minLength": 1,
                 "maxLength": MAX_COMMAND_LENGTH,
                 "description": 'The command line, e.g. "grep -n TODO notes.txt".',
-            },
-            "mode": {
-                "type": "string",
-                "enum": ["allowlist", "sandbox"],
-                "description": "allowlist (default): one allowlisted program, no shell; "
-                "sandbox: a /bin/sh command line.",
             },
             "timeout_s": {
                 "type": "number",
@@ -231,17 +201,26 @@ class ExecTool(Tool):
         default_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S,
         output_cap: int = DEFAULT_EXEC_OUTPUT_CAP,
         profile: SandboxProfile | None = None,
+        mode: str = "allowlist",
     ) -> None:
-        """``profile``: the isolation every call demands (default: the sandbox's own)."""
+        """``profile``: the isolation every call demands (default: the sandbox's own).
+        ``mode``: the operator's choice (``allowlist`` or ``sandbox``, see the module
+        docstring); raises ``ValueError`` when this sandbox cannot back it."""
         names = DEFAULT_EXEC_ALLOWLIST if allowlist is None else tuple(allowlist)
         for entry in names:
             if not entry or "/" in entry or any(_is_forbidden(ch) or ch.isspace() for ch in entry):
                 raise ValueError(f"invalid exec allowlist entry {entry!r}: use bare program names")
         self.sandbox = sandbox
+        self.mode = check_mode(mode, sandbox)
         self.allowlist = frozenset(names)
         self.default_timeout_s = default_timeout_s
         self.output_cap = output_cap
         self.profile = profile
+
+    def spec(self) -> dict[str, Any]:
+        spec = super().spec()
+        spec["description"] = self.description.format(mode=DESCRIPTIONS[self.mode])
+        return spec
 
     def effective_timeout(self, requested: float | None, ctx: ToolContext) -> float:
         timeout = min(requested or self.default_timeout_s, MAX_EXEC_TIMEOUT_S)
@@ -251,8 +230,7 @@ class ExecTool(Tool):
         return timeout
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        mode = args.get("mode", "allowlist")
-        argv, cwd = prepare_command(args, ctx, self.sandbox, self.allowlist)
+        argv, cwd = prepare_command(args, ctx, self.mode, self.allowlist)
         requested = args.get("timeout_s")
         timeout_s = self.effective_timeout(float(requested) if requested else None, ctx)
         result = await self._run(argv, cwd, timeout_s, ctx)
@@ -262,12 +240,13 @@ class ExecTool(Tool):
             truncated=result.truncated,
             timed_out=result.timed_out,
             timeout_s=timeout_s,
+            isolation=result.isolation,
         )
         return ToolOutput(
             content=content,
             is_error=result.timed_out or result.exit_code != 0,
             details={
-                "mode": mode,
+                "mode": self.mode,
                 "argv": argv,
                 "cwd": display_path(ctx.workspace, cwd),
                 "exit_code": result.exit_code,

@@ -1,9 +1,10 @@
 """process: start a long-running command, then poll its output, kill it, list processes.
 
-The command is checked and run exactly like exec (modes allowlist|sandbox, same sandbox
-layers), but left running: ``start`` returns a handle, ``poll`` returns the output that arrived
-since the previous poll and whether it still runs, ``kill`` ends its whole process group. Works
-from any executor replica (see :mod:`switchboard_tools.procs`).
+The command is checked and run exactly like exec (in the operator's exec mode, allowlist or
+sandbox, under the same sandbox layers), but left running: ``start`` returns a handle,
+``poll`` returns the output that arrived since the previous poll and whether it still runs,
+``kill`` ends its whole process group. Works from any executor replica (see
+:mod:`switchboard_tools.procs`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Any, ClassVar
 from switchboard_tools.errors import ArgumentError
 from switchboard_tools.procs import ProcessManager, wait_for_event
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST, MAX_COMMAND_LENGTH, prepare_command
+from switchboard_tools.tools.exec import (
+    DEFAULT_EXEC_ALLOWLIST,
+    DESCRIPTIONS,
+    MAX_COMMAND_LENGTH,
+    check_mode,
+    prepare_command,
+)
 from switchboard_tools.workspace import display_path
 
 MAX_WAIT_S = 60.0
@@ -54,7 +61,8 @@ class ProcessTool(Tool):
     name: ClassVar[str] = "process"
     description: ClassVar[str] = (
         "Long-running commands (servers, watchers, builds). action 'start': run `command` "
-        "like exec (same modes and sandbox) but in the background; returns a handle and the "
+        "like exec (same sandbox; the command is {mode}) but in the background; returns a "
+        "handle and the "
         "first output (waits up to wait_s, default 1). 'poll' with `handle`: output since the "
         "last poll and whether it still runs (wait_s: wait up to that long for new output). "
         "'kill' with `handle`: end it and everything it started. 'list': your processes. "
@@ -70,11 +78,6 @@ class ProcessTool(Tool):
                 "minLength": 1,
                 "maxLength": MAX_COMMAND_LENGTH,
                 "description": "start: the command line (as for exec).",
-            },
-            "mode": {
-                "type": "string",
-                "enum": ["allowlist", "sandbox"],
-                "description": "start: as for exec (default allowlist).",
             },
             "cwd": {
                 "type": "string",
@@ -103,10 +106,23 @@ class ProcessTool(Tool):
     }
     group: ClassVar[str] = "runtime"
 
-    def __init__(self, manager: ProcessManager, *, allowlist: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        manager: ProcessManager,
+        *,
+        allowlist: Sequence[str] | None = None,
+        mode: str = "allowlist",
+    ) -> None:
+        """``mode``: the operator's exec mode (see :mod:`switchboard_tools.tools.exec`)."""
         self.manager = manager
+        self.mode = check_mode(mode, manager.sandbox)
         names = DEFAULT_EXEC_ALLOWLIST if allowlist is None else tuple(allowlist)
         self.allowlist = frozenset(names)
+
+    def spec(self) -> dict[str, Any]:
+        spec = super().spec()
+        spec["description"] = self.description.format(mode=DESCRIPTIONS[self.mode])
+        return spec
 
     def _wait(self, args: dict[str, Any], ctx: ToolContext, default: float) -> float:
         wanted = float(args.get("wait_s", default))
@@ -115,7 +131,7 @@ class ProcessTool(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         action = args["action"]
         allowed = {
-            "start": {"command", "mode", "cwd", "wait_s", "lifetime_s"},
+            "start": {"command", "cwd", "wait_s", "lifetime_s"},
             "poll": {"handle", "wait_s"},
             "kill": {"handle"},
             "list": set(),
@@ -137,14 +153,14 @@ class ProcessTool(Tool):
     async def _start(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if "command" not in args:
             raise ArgumentError("action 'start' needs a command")
-        argv, cwd = prepare_command(args, ctx, self.manager.sandbox, self.allowlist)
+        argv, cwd = prepare_command(args, ctx, self.mode, self.allowlist)
         managed = await self.manager.start(
             ctx.agent,
             argv,
             cwd=cwd,
             workspace=ctx.workspace,
             command=args["command"],
-            mode=args.get("mode", "allowlist"),
+            mode=self.mode,
             shown_cwd=display_path(ctx.workspace, cwd),
             lifetime_s=args.get("lifetime_s"),
         )
