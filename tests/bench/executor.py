@@ -84,7 +84,7 @@ def _tools_stack(plan: Plan, fake: procs.FakeModel, replicas: int, say: Say) -> 
         try:
             out["ready_s"] = round(stack.ready_s, 2)
             pids = stack.pids()
-            nats_url = procs.service_env(stack, "tools-0", "SB_NATS_URL")
+            nats_url = stack.admin_nats_url(procs.service_env(stack, "tools-0", "SB_NATS_URL"))
             asyncio.run(_measure(plan, stack, fake, nats_url, replicas, out, say))
             out["rss_mb"] = {k: v for k, v in procs.rss_mb(stack).items() if k.startswith("tools")}
             after = stack.pids()

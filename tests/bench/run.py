@@ -129,7 +129,7 @@ def bench_stack(
             if with_floors:
                 say(f"[{name}] floors: NATS, JetStream, PostgreSQL, HTTP")
                 out["floors"] = floors.measure_floors(
-                    procs.service_env(stack, "gateway-0", "SB_NATS_URL"),
+                    stack.admin_nats_url(procs.service_env(stack, "gateway-0", "SB_NATS_URL")),
                     procs.service_env(stack, "agent-0", "SB_DATABASE_URL"),
                     stack.url,
                     plan.floor_n,

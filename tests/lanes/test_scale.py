@@ -50,7 +50,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[St
         stack = start_stack(
             tmp_path_factory.mktemp("lanes"), env, args=["--scale", "agent=2", "--scale", "tools=2"]
         )
-    stack.nats_url = f"nats://127.0.0.1:{env['SB_NATS_PORT']}"  # type: ignore[attr-defined]
+    plain = f"nats://127.0.0.1:{env['SB_NATS_PORT']}"
+    stack.nats_url = stack.admin_nats_url(plain)  # type: ignore[attr-defined]
     yield stack
     left = stop_stack(stack)
     assert not left, f"processes left behind: {left}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,9 +12,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psutil
 
+from switchboard import natsauth
 from switchboard.embedded import free_port
 
 MODEL_VARS = (
@@ -59,6 +62,18 @@ class Stack:
 
     def log(self) -> str:
         return "".join(self.output)
+
+    def admin_nats_url(self, nats_url: str) -> str:
+        """The stack's NATS (``nats_url``, as its services have it) as the admin, whose
+        password the launcher stored in ``$SB_HOME/secrets/nats.json``."""
+        return admin_nats_url(self.home, nats_url)
+
+
+def admin_nats_url(home: Path, nats_url: str) -> str:
+    passwords = json.loads((home / "secrets" / "nats.json").read_text())
+    parts = urlsplit(nats_url)
+    admin = f"{natsauth.ADMIN}:{quote(passwords[natsauth.ADMIN], safe='')}"
+    return urlunsplit(parts._replace(netloc=f"{admin}@{parts.hostname}:{parts.port}"))
 
 
 def start_stack(
