@@ -29,7 +29,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from . import backlog, bus, natsauth, rpc
+from . import backlog, bus, natsauth, rpc, tokens
 from .errors import ConfigError, DependencyUnavailable, SwitchboardError
 from .ops import OpsServer, Readiness
 from .registry import Service
@@ -160,6 +160,8 @@ class ServiceRuntime:
                 f"{self.name} serves gRPC and needs SB_SERVICE_TOKEN, the credential its callers "
                 "send (embedded mode generates it; Compose and Kubernetes take it from a secret)"
             )
+        if why := tokens.weakness(token):
+            raise ConfigError(f"SB_SERVICE_TOKEN is weak: {why}; `switchboard secrets` makes one")
         server = rpc.GrpcServer(servicers, token=token)
         server.bind(host, port)
         await server.start()

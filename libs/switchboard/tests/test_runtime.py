@@ -358,3 +358,15 @@ async def test_serve_grpc_needs_a_service_token(nats_url: str) -> None:
         servicer = rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())
         with pytest.raises(ConfigError, match="SB_SERVICE_TOKEN"):
             await rt.serve_grpc("127.0.0.1", 0, servicer)
+
+
+async def test_serve_grpc_refuses_a_weak_service_token(nats_url: str) -> None:
+    stop = asyncio.Event()
+    environ = {"SB_NATS_URL": nats_url, "SB_OPS_HOST": "127.0.0.1", "SB_SERVICE_TOKEN": "change-me"}
+    async with ServiceRuntime(
+        registry.get("agent"), RpcTestSettings.from_environ(environ), stop
+    ) as rt:
+        servicer = rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, Sessions())
+        with pytest.raises(ConfigError, match="SB_SERVICE_TOKEN is weak") as refused:
+            await rt.serve_grpc("127.0.0.1", 0, servicer)
+        assert "change-me" not in str(refused.value)
