@@ -24,7 +24,11 @@ def system(tmp_path: Path) -> Iterator[tuple[ServiceProcesses, NatsServer, Postg
         NatsServer(tmp_path / "nats") as nats_server,
         Postgres(tmp_path / "pg") as pg,
     ):
-        env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": f"{llm.base_url}/v1"}
+        env = {
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": f"{llm.base_url}/v1",
+            "SB_DM_POLICY": "open",  # made-up chat senders (router security is tested apart)
+        }
         services = ServiceProcesses(tmp_path / "home", nats_server.url, pg.uri, env)
         services.start()
         try:

@@ -44,6 +44,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[St
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": f"{llm.base_url}/v1",
         "SB_NATS_PORT": str(free_port()),  # known, so a test can publish as a channel would
+        # The made-up senders of the "webhook" channel are admitted (a per-channel variable:
+        # the launcher must pass it to the router, which reads it by pattern).
+        "SB_WEBHOOK_DM_POLICY": "open",
     }
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(LEAK_CANARY, "1")  # as a developer's own SB_* settings would be

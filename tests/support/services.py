@@ -142,6 +142,9 @@ def with_fake_model(
                 "OPENAI_API_KEY": "sk-test",
                 "OPENAI_BASE_URL": f"{llm.base_url}/v1",
                 "SB_WORKSPACES_DIR": str(workspaces),
+                # The tests publish chat-channel DMs from made-up senders; the router's
+                # inbound security has tests of its own (services/router/tests).
+                "SB_DM_POLICY": "open",
                 **env,
             }
             procs = processes(home, nats_url, database_url, settings)

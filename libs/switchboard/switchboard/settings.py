@@ -47,7 +47,8 @@ def describe(error: ValidationError) -> str:
 
 
 def environment_names(settings_class: type[BaseSettings]) -> set[str]:
-    """The environment variables ``settings_class`` reads (upper case)."""
+    """The environment variables ``settings_class`` reads by name (upper case); those whose
+    names vary (``SB_<CHANNEL>_DM_POLICY``...) match its ``environment_patterns``."""
     prefix = str(settings_class.model_config.get("env_prefix", ""))
     names: set[str] = set()
     for name, info in settings_class.model_fields.items():
@@ -68,10 +69,13 @@ def scoped_environ(
     ``settings_class`` does not read: each service gets only the secrets it needs (the tool
     executor never sees a model key or the gateway token)."""
     wanted = environment_names(settings_class)
+    patterns = [re.compile(p) for p in getattr(settings_class, "environment_patterns", ())]
     return {
         k: v
         for k, v in environ.items()
-        if k.upper() in wanted or not (k.upper().startswith("SB_") or _SECRET_LOOKING.search(k))
+        if k.upper() in wanted
+        or any(p.fullmatch(k.upper()) for p in patterns)
+        or not (k.upper().startswith("SB_") or _SECRET_LOOKING.search(k))
     }
 
 

@@ -1,17 +1,188 @@
-"""Router settings."""
+"""Router settings.
+
+Inbound security (DESIGN.md section 9, see :mod:`switchboard_router.security`):
+
+- ``SB_DM_POLICY``: ``pairing`` (default), ``allowlist`` or ``open``, for every chat channel;
+  ``SB_<CHANNEL>_DM_POLICY`` (``SB_TELEGRAM_DM_POLICY``...) for one channel.
+- ``SB_<CHANNEL>_ALLOW_FROM``: a JSON list of the sender ids the channel admits in DMs.
+- ``SB_GROUP_ACTIVATION``: ``mention`` (default) or ``always``; ``SB_<CHANNEL>_GROUP_ACTIVATION``.
+- ``SB_CHANNEL_SECURITY``: the same per channel as one JSON map,
+  ``{"telegram": {"dm_policy": "allowlist", "allow_from": ["42"]}}``; a per-channel variable
+  wins over its entry there.
+
+The per-channel variables have names of their own for any channel, so the settings' environment
+source cannot declare them: :class:`_ChannelVariables` picks them out of the same environment
+(``os.environ`` or the mapping given to ``from_environ``) and hands them to the
+``channel_security`` field, whose validator parses them and names the variable when one is wrong.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+import re
+from enum import StrEnum
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
 
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings
 
+E = TypeVar("E", bound=StrEnum)
+
+
+class DmPolicy(StrEnum):
+    OPEN = "open"
+    ALLOWLIST = "allowlist"
+    PAIRING = "pairing"  # for now: allowlist, refusing with reason pairing_required
+
+
+class GroupActivation(StrEnum):
+    MENTION = "mention"
+    ALWAYS = "always"
+
+
+class ChannelSecurity(BaseModel):
+    """One channel's overrides; ``None``: the router-wide setting."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dm_policy: DmPolicy | None = None
+    allow_from: frozenset[str] = frozenset()
+    group_activation: GroupActivation | None = None
+
+
+# SB_<CHANNEL>_<SETTING>; the channel is one token of letters, digits and dashes/underscores.
+_CHANNEL_VARIABLE = re.compile(
+    r"^SB_([A-Z0-9][A-Z0-9_-]*?)_(DM_POLICY|ALLOW_FROM|GROUP_ACTIVATION)$"
+)
+
+
+def _choice(kind: type[E], variable: str, value: object, echo: bool = True) -> E:
+    """``value`` as a ``kind``; ``echo``: name the value in the error (describe() already does
+    for a field's own string input)."""
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        choices = ", ".join(e.value for e in kind)
+        given = f" (given: {value!r})" if echo else ""
+        raise ValueError(f"{variable} must be one of {choices}{given}") from None
+
+
+def _allow_list(variable: str, value: object) -> frozenset[str]:
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, list) or not all(
+        isinstance(x, str | int) and not isinstance(x, bool) for x in parsed
+    ):
+        raise ValueError(
+            f'{variable} must be a JSON list of sender ids, e.g. ["12345"] (given: {value!r})'
+        )
+    return frozenset(str(x) for x in parsed)
+
+
+class _ChannelVariables(PydanticBaseSettingsSource):
+    """The ``SB_<CHANNEL>_DM_POLICY|ALLOW_FROM|GROUP_ACTIVATION`` variables of the environment
+    the settings read, as ``{"channel_security": {"SB_TELEGRAM_DM_POLICY": "open", ...}}``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: dict[str, str | None]) -> None:
+        super().__init__(settings_cls)
+        self._environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # not per field: see __call__
+
+    def __call__(self) -> dict[str, Any]:
+        found = {
+            key.upper(): value
+            for key, value in self._environ.items()
+            if value is not None and _CHANNEL_VARIABLE.match(key.upper())
+        }
+        return {"channel_security": found} if found else {}
+
 
 class RouterSettings(CommonSettings):
+    # The per-channel variables, for the launcher, which gives a service only what it reads.
+    environment_patterns: ClassVar[tuple[str, ...]] = (_CHANNEL_VARIABLE.pattern,)
     default_agent: AgentId = "main"
     # Per-channel queue modes, e.g. SB_CHANNEL_QUEUE_MODES='{"telegram": "collect"}'. A channel
     # without one follows the agent's SB_QUEUE_MODE; a session override beats both.
     channel_queue_modes: dict[str, QueueMode] = Field(default_factory=dict)
     concurrency: int = Field(default=64, ge=1, le=10_000)
+    dm_policy: DmPolicy = DmPolicy.PAIRING
+    group_activation: GroupActivation = GroupActivation.MENTION
+    channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
+
+    @field_validator("dm_policy", mode="before")
+    @classmethod
+    def _dm_policy(cls, value: object) -> DmPolicy:
+        return _choice(DmPolicy, "SB_DM_POLICY", value, echo=False)
+
+    @field_validator("group_activation", mode="before")
+    @classmethod
+    def _group_activation(cls, value: object) -> GroupActivation:
+        return _choice(GroupActivation, "SB_GROUP_ACTIVATION", value, echo=False)
+
+    @field_validator("channel_security", mode="before")
+    @classmethod
+    def _channel_variables(cls, value: object) -> object:
+        """Entries keyed ``SB_<CHANNEL>_<SETTING>`` (from the environment) are merged into the
+        per-channel map (from ``SB_CHANNEL_SECURITY`` or given directly) and win over it."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ValueError("SB_CHANNEL_SECURITY must be a JSON object") from None
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, dict[str, Any]] = {}
+        variables: list[tuple[str, str, str, object]] = []
+        for key, entry in value.items():
+            match = _CHANNEL_VARIABLE.match(str(key))
+            if match:
+                variables.append((str(key), match[1].lower(), match[2], entry))
+            elif isinstance(entry, ChannelSecurity):
+                merged[str(key)] = entry.model_dump(exclude_defaults=True)
+            elif isinstance(entry, dict):
+                merged[str(key)] = dict(entry)
+            else:
+                raise ValueError(f"SB_CHANNEL_SECURITY[{key!r}] must be an object")
+        for variable, channel, setting, raw in variables:
+            target = merged.setdefault(channel, {})
+            if setting == "DM_POLICY":
+                target["dm_policy"] = _choice(DmPolicy, variable, raw)
+            elif setting == "GROUP_ACTIVATION":
+                target["group_activation"] = _choice(GroupActivation, variable, raw)
+            else:
+                target["allow_from"] = _allow_list(variable, raw)
+        return merged
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources = super().settings_customise_sources(
+            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        )
+        # The environment source actually used (os.environ, or the from_environ mapping).
+        environ = next((s.env_vars for s in sources if isinstance(s, EnvSettingsSource)), {})
+        return (*sources, _ChannelVariables(settings_cls, dict(environ)))
+
+    def channel(self, name: str) -> ChannelSecurity:
+        return self.channel_security.get(name) or ChannelSecurity()
+
+    def dm_policy_for(self, channel: str) -> DmPolicy:
+        return self.channel(channel).dm_policy or self.dm_policy
+
+    def group_activation_for(self, channel: str) -> GroupActivation:
+        return self.channel(channel).group_activation or self.group_activation

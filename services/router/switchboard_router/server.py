@@ -18,9 +18,9 @@ from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
 from .config import RouterSettings
-from .metrics import ROUTE_SECONDS, ROUTED
+from .metrics import REFUSED, ROUTE_SECONDS, ROUTED
 from .routing import RouteError, resolve
-from .security import InboundPolicy, OpenPolicy
+from .security import ChannelPolicy, InboundPolicy
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.router")
@@ -42,8 +42,14 @@ class Router:
             span.set_attribute("sb.channel", inbound.channel)
             admission = await self.security.admit(inbound)
             if not admission.admitted:
-                log.info("refused an inbound message: %s", admission.reason)
+                log.info(
+                    "refused an inbound message: %s",
+                    admission.reason,
+                    extra={"channel": inbound.channel, "reason": admission.reason},
+                )
+                span.set_attribute("sb.refused", admission.reason)
                 ROUTED.labels(inbound.channel, "refused").inc()
+                REFUSED.labels(inbound.channel, admission.reason).inc()
                 await msg.term()
                 return
             try:
@@ -78,7 +84,7 @@ class Router:
 
 async def serve(settings: RouterSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("router"), settings, stop) as rt:
-        router = Router(rt, settings, OpenPolicy())
+        router = Router(rt, settings, ChannelPolicy(settings))
         await rt.consume(
             "INBOUND",
             "router",
