@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,11 +11,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psutil
 
 from switchboard import natsauth
+from switchboard.cli.home import Home, nats_credentials
 from switchboard.embedded import free_port
 
 MODEL_VARS = (
@@ -70,10 +69,8 @@ class Stack:
 
 
 def admin_nats_url(home: Path, nats_url: str) -> str:
-    passwords = json.loads((home / "secrets" / "nats.json").read_text())
-    parts = urlsplit(nats_url)
-    admin = f"{natsauth.ADMIN}:{quote(passwords[natsauth.ADMIN], safe='')}"
-    return urlunsplit(parts._replace(netloc=f"{admin}@{parts.hostname}:{parts.port}"))
+    admin = nats_credentials(Home(home)).passwords[natsauth.ADMIN]
+    return natsauth.url_as(nats_url, natsauth.ADMIN, admin)
 
 
 def start_stack(

@@ -157,7 +157,7 @@ def inbox_prefix(user: str) -> str:
 
 
 @dataclass(frozen=True)
-class Credentials:
+class Login:
     """Who a service connects to NATS as (switchboard.natsauth): its user, its password and its
     own inbox prefix; empty: anonymous. ``tls_ca``: verify the server with this CA bundle."""
 
@@ -166,9 +166,9 @@ class Credentials:
     tls_ca: str | None = None
 
 
-async def connect(url: str, name: str, credentials: Credentials | None = None) -> NATS:
+async def connect(url: str, name: str, login: Login | None = None) -> NATS:
     """Connect with unlimited reconnects; connection state changes are logged."""
-    creds = credentials or Credentials()
+    creds = login or Login()
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)

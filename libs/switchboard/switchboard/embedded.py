@@ -157,8 +157,7 @@ class NatsServer:
         """The URL with the admin's credentials in it (for operators' tools and tests)."""
         if self.credentials is None:
             return self.url
-        password = quote(self.credentials.passwords[natsauth.ADMIN], safe="")
-        return f"nats://{natsauth.ADMIN}:{password}@{self.host}:{self.port}"
+        return natsauth.url_as(self.url, natsauth.ADMIN, self.credentials.passwords[natsauth.ADMIN])
 
     def service_env(self, user: str) -> dict[str, str]:
         """SB_NATS_URL and, with credentials, the user and password of ``user``."""

@@ -20,6 +20,7 @@ import secrets
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import registry
 from .bus import Subjects, inbox_prefix
@@ -133,6 +134,13 @@ def server_config(s: Subjects | None = None) -> str:
         ]
     lines += ["  ]", "}", ""]
     return "\n".join(lines)
+
+
+def url_as(url: str, user: str, password: str) -> str:
+    """``url`` (``nats://host:port``) with ``user`` and ``password`` in it."""
+    parts = urlsplit(url)
+    login = f"{quote(user, safe='')}:{quote(password, safe='')}"
+    return urlunsplit(parts._replace(netloc=f"{login}@{parts.hostname}:{parts.port}"))
 
 
 @dataclass(frozen=True)

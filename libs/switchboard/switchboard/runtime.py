@@ -92,12 +92,12 @@ class ServiceRuntime:
 
     async def _connect(self) -> None:
         settings = self.settings
-        credentials = bus.Credentials(
+        login = bus.Login(
             settings.nats_user,
             settings.nats_password.get_secret_value(),
             str(settings.nats_tls_ca) if settings.nats_tls_ca else None,
         )
-        self._nc = await bus.connect(settings.nats_url, self.instance, credentials)
+        self._nc = await bus.connect(settings.nats_url, self.instance, login)
         self.stack.push_async_callback(self._close_nats)
         self._js = self._nc.jetstream()
         if settings.nats_user in ("", natsauth.ADMIN, natsauth.STREAM_OWNER):

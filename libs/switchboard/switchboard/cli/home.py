@@ -102,18 +102,21 @@ def gateway_token(home: Home, configured: SecretStr | None) -> Token:
         except tokens.WeakToken as exc:
             raise HomeError(str(exc)) from None
         return Token(value, TOKEN_ENV, generated=False)
-    path = home.token_file
+    value, generated = _stored_token(home.token_file)
+    return Token(value, str(home.token_file), generated=generated)
+
+
+def _stored_token(path: Path) -> tuple[str, bool]:
+    """The token stored in ``path`` (mode 0600), else a new one stored there; and whether it
+    is new."""
     if path.exists():
         path.chmod(0o600)
         value = path.read_text().strip()
         if value:
-            return Token(value, str(path), generated=False)
-        path.unlink()
+            return value, False
     value = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value + "\n")
-    return Token(value, str(path), generated=True)
+    _write_new(path, value + "\n")
+    return value, True
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -143,15 +146,7 @@ def service_token(home: Home, configured: SecretStr | None) -> str:
     """SB_SERVICE_TOKEN if set, else the one in ``secrets/service-token`` (made on first use)."""
     if configured is not None and configured.get_secret_value():
         return configured.get_secret_value()
-    path = home.secrets_dir / "service-token"
-    if path.exists():
-        path.chmod(0o600)
-        value = path.read_text().strip()
-        if value:
-            return value
-    value = secrets.token_urlsafe(32)
-    _write_new(path, value + "\n")
-    return value
+    return _stored_token(home.secrets_dir / "service-token")[0]
 
 
 # ---------------------------------------------------------------------------------------------
