@@ -25,7 +25,7 @@ from .chunker import chunk_text
 log = logging.getLogger(__name__)
 
 # Replies of these channels travel back on the request (its response or SSE/WebSocket events).
-EVENT_ONLY_CHANNELS = frozenset({"api", "openai", "webchat"})
+EVENT_ONLY_CHANNELS = frozenset({"api", "openai", "webchat", "hooks"})
 DEFAULT_ACCOUNT = "default"
 REPUBLISH_MARGIN_S = 60.0  # republish only this far inside the dedupe window
 _UNSAFE = re.compile(r"[.*>\s]|[^\x21-\x7e\u00a0-\U0010ffff]")
@@ -68,6 +68,11 @@ class OutboundPublisher:
         """Does a reply on ``channel`` go out as OUTBOUND parts?"""
         return bool(channel) and channel not in self.event_only_channels
 
+    def delivers_reply(self, inbound: messages_pb2.InboundMessage) -> bool:
+        """Does the reply to ``inbound`` go out as OUTBOUND parts (to its chat or its
+        ``deliver_to`` target)?"""
+        return self.delivers(inbound.deliver_to.channel or inbound.channel)
+
     def messages(
         self,
         run_id: str,
@@ -76,18 +81,24 @@ class OutboundPublisher:
         message_ids: Iterable[str],
         threaded: bool,
     ) -> list[messages_pb2.OutboundMessage]:
-        """The parts of a reply to ``item`` (none for an event-only channel or empty text).
-        ``threaded`` (queue mode ``followup``): reply to the inbound message, in its thread
-        (or one started on it); otherwise stay in the thread the message came in, if any."""
+        """The parts of a reply to ``item`` (none for an event-only channel or empty text), sent
+        to the chat it came from or to its ``deliver_to`` target. ``threaded`` (queue mode
+        ``followup``): reply to the inbound message, in its thread (or one started on it);
+        otherwise stay in the thread the message came in, if any."""
         inbound = item.message
-        if not self.delivers(inbound.channel):
+        target = inbound.deliver_to
+        if target.channel:  # a webhook's run whose reply goes to a chat
+            channel, account, chat = target.channel, target.account, target.chat
+            thread_id, reply_to = target.thread_id, ""
+        else:
+            channel, account, chat = inbound.channel, inbound.account, inbound.chat
+            thread_id, reply_to = inbound.thread_id, ""
+            if threaded:
+                reply_to = inbound.message_id
+                thread_id = thread_id or inbound.message_id
+        if not self.delivers(channel):
             return []
         chunks = chunk_text(text, self.min_chars, self.max_chars)
-        thread_id = inbound.thread_id
-        reply_to = ""
-        if threaded:
-            reply_to = inbound.message_id
-            thread_id = thread_id or inbound.message_id
         ids = list(message_ids)
         return [
             messages_pb2.OutboundMessage(
@@ -95,13 +106,14 @@ class OutboundPublisher:
                 part=index,
                 parts=len(chunks),
                 session_key=item.session_key,
-                channel=inbound.channel,
-                account=inbound.account or DEFAULT_ACCOUNT,
-                chat=inbound.chat,
+                channel=channel,
+                account=account or DEFAULT_ACCOUNT,
+                chat=chat,
                 thread_id=thread_id,
                 reply_to=reply_to,
                 text=chunk,
                 message_ids=ids,
+                reply_context=inbound.reply_context,
             )
             for index, chunk in enumerate(chunks)
         ]

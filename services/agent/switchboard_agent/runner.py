@@ -136,7 +136,7 @@ class Runner:
                 await self._interrupted(record)
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
-            if self.outbound is not None and self.outbound.delivers(item.message.channel):
+            if self.outbound is not None and self.outbound.delivers_reply(item.message):
                 text = reply_text(record.messages, record.status, record.stop_reason)
                 ids = list(events.message_ids)
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
@@ -171,7 +171,7 @@ class Runner:
         """A replayed item whose run is committed: publish its reply parts again; the OUTBOUND
         stream drops the ones that went out before (``Nats-Msg-Id = <run id>:<part>``), so a
         reply lost by an owner that died after its commit is delivered exactly once."""
-        if self.outbound is None or not self.outbound.delivers(item.message.channel):
+        if self.outbound is None or not self.outbound.delivers_reply(item.message):
             return
         found = await committed_reply(
             self.store.pool,

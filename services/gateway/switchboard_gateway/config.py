@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -41,6 +41,25 @@ class GatewaySettings(CommonSettings, RpcSettings):
     # Reply parts sent to channel platforms at once (per channel), and attempts per part.
     outbound_concurrency: int = Field(default=16, ge=1, le=1000)
     outbound_max_attempts: int = Field(default=8, ge=1, le=100)
+
+    # Chat channels (README "Channels"): one account each from the environment, "default".
+    # A channel is served when its credentials are set; each *_api_base is for self-hosted API
+    # servers and tests.
+    telegram_bot_token: SecretStr = SecretStr("")
+    telegram_webhook_secret: SecretStr = SecretStr("")
+    telegram_api_base: str = "https://api.telegram.org"
+    telegram_mode: Literal["webhook", "polling"] = "webhook"
+    # The public URL of POST /channels/telegram/default, registered with setWebhook at start.
+    telegram_webhook_url: str = ""
+    slack_bot_token: SecretStr = SecretStr("")
+    slack_signing_secret: SecretStr = SecretStr("")
+    slack_api_base: str = "https://slack.com/api/"
+    discord_bot_token: SecretStr = SecretStr("")
+    discord_public_key: str = ""
+    discord_application_id: str = ""
+    discord_api_base: str = "https://discord.com/api/v10"
+    # Webhooks: POST /hooks/* with this bearer token (and per-mapping tokens).
+    hooks_token: SecretStr = SecretStr("")
 
     @model_validator(mode="after")
     def _strong_token(self) -> Self:

@@ -27,6 +27,9 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
         )
     async with ServiceRuntime(registry.get("gateway"), settings, stop) as rt:
         channels = configured_adapters(settings)
+        for adapter in channels.values():
+            await adapter.start(rt)
+            rt.stack.push_async_callback(adapter.close)
         app = create_app(settings, rt, channels)
         delivery = Delivery(
             channels,

@@ -60,6 +60,8 @@ class FakeChannel:
         self.sent: list[tuple[str, PlatformMessage]] = []  # the sends that succeeded
         self.script: dict[str, list[Exception | None]] = {}
         self.forever: dict[str, Exception] = {}
+        self.typed: list[tuple[str, str]] = []
+        self.started = False
 
     # --- the platform's side ---------------------------------------------------------------
 
@@ -75,6 +77,15 @@ class FakeChannel:
         return [str(m.payload["text"]) for _, m in self.sent]
 
     # --- the adapter -----------------------------------------------------------------------
+
+    async def start(self, rt: ServiceRuntime) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.started = False
+
+    async def typing(self, account: str, chat: messages_pb2.ChatRef, thread_id: str) -> None:
+        self.typed.append((account, chat.id))
 
     def verify(self, request: InboundRequest) -> None:
         given = request.headers.get(SIGNATURE, "")

@@ -14,6 +14,18 @@ class ChatRef(_message.Message):
     type: str
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
 
+class DeliveryTarget(_message.Message):
+    __slots__ = ("channel", "account", "chat", "thread_id")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CHAT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    account: str
+    chat: ChatRef
+    thread_id: str
+    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ...) -> None: ...
+
 class ContextMessage(_message.Message):
     __slots__ = ("role", "text")
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -23,7 +35,14 @@ class ContextMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class InboundMessage(_message.Message):
-    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context")
+    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context", "deliver_to", "reply_context", "edited")
+    class ReplyContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +57,9 @@ class InboundMessage(_message.Message):
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_TO_FIELD_NUMBER: _ClassVar[int]
+    REPLY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    EDITED_FIELD_NUMBER: _ClassVar[int]
     channel: str
     account: str
     sender: str
@@ -52,7 +74,10 @@ class InboundMessage(_message.Message):
     session_key: str
     agent: str
     context: _containers.RepeatedCompositeFieldContainer[ContextMessage]
-    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ...) -> None: ...
+    deliver_to: DeliveryTarget
+    reply_context: _containers.ScalarMap[str, str]
+    edited: bool
+    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ..., deliver_to: _Optional[_Union[DeliveryTarget, _Mapping]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., edited: _Optional[bool] = ...) -> None: ...
 
 class LaneItem(_message.Message):
     __slots__ = ("session_key", "agent", "message", "queue_mode", "enqueued_at_ms")
@@ -171,7 +196,14 @@ class AgentEvent(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., message_id: _Optional[str] = ..., seq: _Optional[int] = ..., stream: _Optional[str] = ..., phase: _Optional[str] = ..., text: _Optional[str] = ..., tool: _Optional[str] = ..., call_id: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[str] = ..., data_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., model: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OutboundMessage(_message.Message):
-    __slots__ = ("run_id", "part", "parts", "session_key", "channel", "account", "chat", "thread_id", "reply_to", "text", "message_ids")
+    __slots__ = ("run_id", "part", "parts", "session_key", "channel", "account", "chat", "thread_id", "reply_to", "text", "message_ids", "reply_context", "media")
+    class ReplyContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PART_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +215,8 @@ class OutboundMessage(_message.Message):
     REPLY_TO_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    REPLY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     part: int
     parts: int
@@ -194,4 +228,6 @@ class OutboundMessage(_message.Message):
     reply_to: str
     text: str
     message_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    reply_context: _containers.ScalarMap[str, str]
+    media: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., media: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 
@@ -80,6 +81,18 @@ class PlatformMessage:
 
 class ChannelAdapter(Protocol):
     name: str  # the channel: "telegram", "slack", ...
+
+    async def start(self, rt: ServiceRuntime) -> None:
+        """Open clients, register webhooks, start background work (polling under a lease...)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop background work and close clients."""
+        ...
+
+    async def typing(self, account: str, chat: messages_pb2.ChatRef, thread_id: str) -> None:
+        """Show that a reply is being written (best effort: failures are ignored)."""
+        ...
 
     def verify(self, request: InboundRequest) -> None:
         """Raise :class:`Unauthorized` unless the platform signed or authenticated the call."""
