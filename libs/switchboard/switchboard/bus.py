@@ -42,6 +42,8 @@ UNDECODABLE = Counter(
 HOUR = 3600.0
 MSG_ID = "Nats-Msg-Id"
 LEASE_TTL_S = 10.0  # a dead lane owner's lease expires this long after its last renewal
+CHANNEL_LEASE_TTL_S = 15.0  # a dead poller's lease on a channel connection expires this late
+OUTBOUND_SENT_TTL_S = 86400.0  # how long a sent platform message is remembered
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,31 @@ class Subjects:
     @property
     def lease_bucket(self) -> str:
         return f"{self.prefix}_lane_leases"
+
+    @property
+    def channel_lease_bucket(self) -> str:
+        """Leases of the gateway's channel connections (Telegram polling, Discord's gateway):
+        one replica holds each."""
+        return f"{self.prefix}_channel_leases"
+
+    @property
+    def outbound_sent_bucket(self) -> str:
+        """The platform messages of reply parts already sent (so none is sent twice)."""
+        return f"{self.prefix}_outbound_sent"
+
+    @property
+    def pairing_bucket(self) -> str:
+        """The router's pairing requests and approved senders."""
+        return f"{self.prefix}_pairing"
+
+    def buckets(self) -> dict[str, float]:
+        """Every KV bucket and its TTL in seconds (0: keys never expire)."""
+        return {
+            self.lease_bucket: LEASE_TTL_S,
+            self.channel_lease_bucket: CHANNEL_LEASE_TTL_S,
+            self.outbound_sent_bucket: OUTBOUND_SENT_TTL_S,
+            self.pairing_bucket: 0.0,
+        }
 
 
 def stream_configs(s: Subjects) -> list[StreamConfig]:
@@ -208,21 +235,20 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
             await js.add_stream(config)
         except BadRequestError:
             await js.update_stream(config)
-    try:
-        await js.key_value(subjects.lease_bucket)
-    except NotFoundError:
-        with contextlib.suppress(BadRequestError):
-            await js.create_key_value(
-                KeyValueConfig(
-                    bucket=subjects.lease_bucket, ttl=LEASE_TTL_S, storage=StorageType.FILE
+    for bucket, ttl in subjects.buckets().items():
+        try:
+            await js.key_value(bucket)
+        except NotFoundError:
+            with contextlib.suppress(BadRequestError):
+                await js.create_key_value(
+                    KeyValueConfig(bucket=bucket, ttl=ttl or None, storage=StorageType.FILE)
                 )
-            )
 
 
 async def missing_streams(js: JetStreamContext, subjects: Subjects) -> list[str]:
     """The streams and KV buckets that do not exist (yet)."""
     names = [c.name for c in stream_configs(subjects) if c.name]
-    names.append(f"KV_{subjects.lease_bucket}")
+    names += [f"KV_{bucket}" for bucket in subjects.buckets()]
     missing = []
     for name in names:
         try:

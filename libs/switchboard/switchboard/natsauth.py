@@ -58,6 +58,20 @@ def _consumer(s: Subjects, base: str) -> list[str]:
     ]
 
 
+def _kv(bucket: str, *, listing: bool = False) -> list[str]:
+    """Read and write the keys of a KV bucket (``listing``: also list and watch them)."""
+    kv = f"KV_{bucket}"
+    subjects = [f"$KV.{bucket}.>", f"$JS.API.DIRECT.GET.{kv}.>", f"$JS.API.STREAM.MSG.GET.{kv}"]
+    if listing:
+        subjects += [
+            f"$JS.API.CONSUMER.CREATE.{kv}",
+            f"$JS.API.CONSUMER.CREATE.{kv}.>",
+            f"$JS.API.CONSUMER.DELETE.{kv}.>",
+            f"$JS.FC.{kv}.>",  # the ordered consumer's flow control answers
+        ]
+    return subjects
+
+
 def permissions(service: str, s: Subjects | None = None) -> Permissions:
     """What ``service`` may publish and subscribe to (besides answering requests it received)."""
     s = s or Subjects()
@@ -67,19 +81,29 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
     if service == STREAM_OWNER:
         publish += ["$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*"]
     if service == "gateway":
-        publish += [f"{p}.inbound.>", s.health("*"), *_consumer(s, "OUTBOUND")]
+        publish += [
+            f"{p}.inbound.>",
+            s.health("*"),
+            *_consumer(s, "OUTBOUND"),
+            *_kv(s.channel_lease_bucket),
+            *_kv(s.outbound_sent_bucket),
+        ]
         subscribe += [f"{p}.events.>"]
     elif service == "router":
-        publish += [f"{p}.lane.>", *_consumer(s, "INBOUND")]
+        # Pairing codes go to the unknown sender's chat as OUTBOUND parts.
+        publish += [
+            f"{p}.lane.>",
+            *_consumer(s, "INBOUND"),
+            f"{p}.outbound.>",
+            *_kv(s.pairing_bucket, listing=True),
+        ]
     elif service == "agent":
-        lanes, kv = s.stream("LANES"), f"KV_{s.lease_bucket}"
+        lanes = s.stream("LANES")
         publish += [
             *_consumer(s, "LANES"),
             f"$JS.API.DIRECT.GET.{lanes}",
             f"$JS.API.DIRECT.GET.{lanes}.>",
-            f"$KV.{s.lease_bucket}.>",
-            f"$JS.API.DIRECT.GET.{kv}.>",
-            f"$JS.API.STREAM.MSG.GET.{kv}",
+            *_kv(s.lease_bucket),
             s.tools_call("*"),
             s.tools_cancel("*"),
             s.tools_specs(),
