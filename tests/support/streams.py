@@ -11,7 +11,9 @@ from switchboard.v1 import messages_pb2
 async def outbound_parts(js: JetStreamContext) -> list[tuple[str, messages_pb2.OutboundMessage]]:
     """Every message in OUTBOUND, in order, with its ``Nats-Msg-Id``."""
     info = await js.stream_info("OUTBOUND")
-    parts = []
+    parts: list[tuple[str, messages_pb2.OutboundMessage]] = []
+    if not info.state.messages:
+        return parts
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         raw = await js.get_msg("OUTBOUND", seq)
         part = messages_pb2.OutboundMessage()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,15 @@ class Subjects:
             self.outbound_sent_bucket: OUTBOUND_SENT_TTL_S,
             self.pairing_bucket: 0.0,
         }
+
+
+_UNSAFE_TOKEN = re.compile(r"[.*>\s]|[^\x21-\x7e\u00a0-\U0010ffff]")
+
+
+def subject_token(value: str) -> str:
+    """``value`` as one NATS subject token: ``.``, ``*``, ``>``, whitespace and control
+    characters become ``_`` (the payload keeps the exact value)."""
+    return _UNSAFE_TOKEN.sub("_", value)
 
 
 def stream_configs(s: Subjects) -> list[StreamConfig]:

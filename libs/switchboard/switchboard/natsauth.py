@@ -66,6 +66,7 @@ def _kv(bucket: str, *, listing: bool = False) -> list[str]:
         subjects += [
             f"$JS.API.CONSUMER.CREATE.{kv}",
             f"$JS.API.CONSUMER.CREATE.{kv}.>",
+            f"$JS.API.CONSUMER.INFO.{kv}.>",
             f"$JS.API.CONSUMER.DELETE.{kv}.>",
             f"$JS.FC.{kv}.>",  # the ordered consumer's flow control answers
         ]

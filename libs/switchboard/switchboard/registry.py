@@ -91,13 +91,13 @@ SERVICES: tuple[Service, ...] = (
         "the HTTP edge: OpenAI-compatible API, sessions, tools and approvals APIs, channels",
         # /metrics on the ops port, away from the public one.
         (Port("http", 8080, "SB_HTTP_PORT", public=True), _ops(9100)),
-        calls=("agent",),
+        calls=("agent", "router"),
         scaled=False,
     ),
     Service(
         "router",
-        "the inbound pipeline: security, routing to a session, the lane append",
-        (_ops(9101),),
+        "the inbound pipeline: security, routing to a session, the lane append; gRPC RouterAdmin",
+        (Port("grpc", 50052, "SB_ROUTER_GRPC_PORT"), _ops(9101)),
     ),
     Service(
         "agent",

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 
 import nats
 import pytest
 
 from switchboard import bus, host, registry
+from switchboard.embedded import free_port
 from switchboard.errors import DependencyUnavailable
 from switchboard.runtime import service_ready
 
@@ -55,7 +57,12 @@ async def test_a_failing_service_is_restarted_with_backoff_until_stopped() -> No
 
 
 async def test_hosts_a_real_service_restarts_and_stops_it(nats_url: str) -> None:
-    environ = {"SB_NATS_URL": nats_url, "SB_OPS_HOST": "127.0.0.1"}
+    environ = {
+        "SB_NATS_URL": nats_url,
+        "SB_OPS_HOST": "127.0.0.1",
+        "SB_SERVICE_TOKEN": "host-test-" + os.urandom(12).hex(),
+        "SB_ROUTER_GRPC_PORT": str(free_port()),
+    }
     hosted = host.Hosted(registry.get("router"), environ)
     supervisor = host.Host([hosted], restart=False)
     running = asyncio.create_task(supervisor.run())

@@ -12,7 +12,6 @@ WebChat's live events) get no outbound parts."""
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 
 from nats.js import JetStreamContext
@@ -28,13 +27,7 @@ log = logging.getLogger(__name__)
 EVENT_ONLY_CHANNELS = frozenset({"api", "openai", "webchat", "hooks"})
 DEFAULT_ACCOUNT = "default"
 REPUBLISH_MARGIN_S = 60.0  # republish only this far inside the dedupe window
-_UNSAFE = re.compile(r"[.*>\s]|[^\x21-\x7e\u00a0-\U0010ffff]")
-
-
-def subject_token(value: str) -> str:
-    """``value`` as one NATS subject token: ``.``, ``*``, ``>``, whitespace and control
-    characters become ``_`` (the payload keeps the exact value)."""
-    return _UNSAFE.sub("_", value)
+subject_token = bus.subject_token
 
 
 def dedupe_window_s(subjects: bus.Subjects) -> float:

@@ -17,9 +17,9 @@ from switchboard import registry, rpc
 from switchboard.ops import Readiness, healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
-from switchboard.v1 import approvals_pb2_grpc, sessions_pb2_grpc
+from switchboard.v1 import approvals_pb2_grpc, router_pb2_grpc, sessions_pb2_grpc
 
-from . import approvals_api, events_api, openai_api, sessions_api, status_page
+from . import approvals_api, events_api, openai_api, pairing_api, sessions_api, status_page
 from .auth import TokenAuth
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
@@ -117,6 +117,7 @@ def create_app(
     app.state.sessions = sessions_pb2_grpc.SessionsStub(agent)
     app.state.approvals = approvals_pb2_grpc.ApprovalsStub(agent)
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)
+    app.state.router_admin = router_pb2_grpc.RouterAdminStub(grpc_channels["router"])
     app.state.channels = channels
     app.state.streams = StreamSlots(settings.max_streams_per_token)
 
@@ -136,6 +137,7 @@ def create_app(
     app.include_router(sessions_api.router)
     app.include_router(events_api.router)
     app.include_router(approvals_api.router)
+    app.include_router(pairing_api.router)
     if channels:
         app.include_router(channel_routes.router)
     install_error_handlers(app)

@@ -3,8 +3,8 @@
 ``async with started(nats_url, home) as gw`` gives a :class:`Gateway`: the gateway's
 ServiceRuntime entered as ``serve()`` enters it, ``create_app(settings, rt, {fake.name: fake})``
 with its lifespan running, an httpx client on it (ASGI, no socket) and a :class:`FakeChannel`
-standing for a third-party chat platform. No agent listens at ``settings.agent_addr`` (a bound
-socket that never listens): the agent's gRPC is absent in these tests.
+standing for a third-party chat platform. No agent or router listens at ``settings.agent_addr`` and
+``router_addr`` (bound sockets that never listen): their gRPC is absent in these tests.
 
 (Not a conftest.py: mypy would name it ``tests.conftest``, the name it gives
 services/tools/tests/conftest.py.)
@@ -190,12 +190,13 @@ async def started(nats_url: str, home: Path, **overrides: Any) -> AsyncIterator[
     """The gateway on ``nats_url``; ``overrides``: settings (read from an empty environment,
     so none of the machine's SB_* variables leak in)."""
     token = f"gw-{uuid.uuid4().hex}"
-    with absent_address() as agent_addr:
+    with absent_address() as agent_addr, absent_address() as router_addr:
         values: dict[str, Any] = {
             "home": home,
             "nats_url": nats_url,
             "gateway_token": token,
             "agent_addr": agent_addr,
+            "router_addr": router_addr,
             "reply_timeout_s": 0.5,
             "log_json": False,
         }

@@ -1,6 +1,6 @@
 """The gateway as Compose and Kubernetes run it: ``python -m switchboard_gateway``, a process of
 its own serving HTTP on a free loopback port (uvicorn, real sockets: chunked bodies, streamed
-responses) against a real nats-server. No agent listens at its ``SB_AGENT_ADDR``.
+responses) against a real nats-server. No agent or router listens at its ``SB_AGENT_ADDR`` and ``SB_ROUTER_ADDR``.
 
 ``with gateway_process(nats_url, home, SB_SOME_SETTING="1") as gw`` gives a
 :class:`GatewayProcess`; the process is stopped (SIGTERM, then SIGKILL) when the block ends.
@@ -92,7 +92,7 @@ def gateway_process(nats_url: str, home: Path, **env: str) -> Iterator[GatewayPr
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     run_sync(_create_streams(nats_url))
-    with absent_address() as agent_addr:
+    with absent_address() as agent_addr, absent_address() as router_addr:
         environ = {
             **{k: v for k, v in os.environ.items() if not k.startswith(NOT_INHERITED)},
             **service_nats_env(nats_url, "gateway"),
@@ -102,6 +102,7 @@ def gateway_process(nats_url: str, home: Path, **env: str) -> Iterator[GatewayPr
             "SB_HTTP_HOST": "127.0.0.1",
             "SB_HTTP_PORT": str(port),
             "SB_AGENT_ADDR": agent_addr,
+            "SB_ROUTER_ADDR": router_addr,
             "SB_LOG_JSON": "false",
             **env,
         }

@@ -29,7 +29,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import AgentId
-from switchboard.settings import CommonSettings
+from switchboard.settings import CommonSettings, RpcSettings
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -37,7 +37,7 @@ E = TypeVar("E", bound=StrEnum)
 class DmPolicy(StrEnum):
     OPEN = "open"
     ALLOWLIST = "allowlist"
-    PAIRING = "pairing"  # for now: allowlist, refusing with reason pairing_required
+    PAIRING = "pairing"  # the allow list, plus senders an operator approved by pairing code
 
 
 class GroupActivation(StrEnum):
@@ -106,7 +106,7 @@ class _ChannelVariables(PydanticBaseSettingsSource):
         return {"channel_security": found} if found else {}
 
 
-class RouterSettings(CommonSettings):
+class RouterSettings(CommonSettings, RpcSettings):
     # The per-channel variables, for the launcher, which gives a service only what it reads.
     environment_patterns: ClassVar[tuple[str, ...]] = (_CHANNEL_VARIABLE.pattern,)
     default_agent: AgentId = "main"
@@ -117,6 +117,12 @@ class RouterSettings(CommonSettings):
     dm_policy: DmPolicy = DmPolicy.PAIRING
     group_activation: GroupActivation = GroupActivation.MENTION
     channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
+    # gRPC RouterAdmin (pairing); loopback unless Compose or Kubernetes open it.
+    router_grpc_host: str = "127.0.0.1"
+    router_grpc_port: int = Field(default=50052, ge=0, le=65535)
+    # A pairing code is valid this long; at most this many wait per channel (more: no code).
+    pairing_ttl_s: float = Field(default=3600.0, gt=0)
+    pairing_max_pending: int = Field(default=20, ge=1, le=10_000)
 
     @field_validator("dm_policy", mode="before")
     @classmethod

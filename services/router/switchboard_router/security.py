@@ -7,32 +7,38 @@ Built here (settings in :mod:`switchboard_router.config`):
 - **DM policy** for direct messages (``chat.type`` other than ``group``), per channel or for
   all: ``open`` admits every sender; ``allowlist`` admits only the sender ids of the channel's
   ``SB_<CHANNEL>_ALLOW_FROM`` (reason ``not_allowed`` otherwise).
-- ``pairing`` is the default, but **pairing codes are not built yet**: for now ``pairing``
-  behaves as ``allowlist`` and refuses an unknown sender with reason ``pairing_required``
-  (no code is issued, so such a sender stays refused until added to the allow list).
+- ``pairing`` (the default) admits the allow list and the senders an operator approved; an
+  unknown sender gets a pairing code in its chat (once per pending request) and is refused with
+  reason ``pairing_required`` (``pairing_limit`` when too many requests are pending). See
+  :mod:`switchboard_router.pairing`.
 - **Group activation**: under ``mention`` (default) a group message runs only when it
   mentions the bot (reason ``not_mentioned`` otherwise); ``always`` runs every group message.
 - The first-party channels ``api``, ``openai``, ``webchat`` and ``hooks`` are authenticated by
   the gateway (its token) and are never subject to these policies.
 
-Still to be built: pairing codes and their approval, per-sender rate limits, group allowlists,
-bindings.
+Still to be built: per-sender rate limits, group allowlists, bindings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from switchboard.v1 import messages_pb2
+from switchboard.v1 import messages_pb2, router_pb2
 
 from .config import DmPolicy, GroupActivation, RouterSettings
+from .pairing import PairingStore
+
+# Sends a new pairing request's code to the sender's chat.
+Notify = Callable[[messages_pb2.InboundMessage, router_pb2.PairingRequest], Awaitable[None]]
 
 # Channels the gateway authenticates itself (its bearer token or a paired device).
 AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks"})
 
 NOT_ALLOWED = "not_allowed"
 PAIRING_REQUIRED = "pairing_required"
+PAIRING_LIMIT = "pairing_limit"
 NOT_MENTIONED = "not_mentioned"
 
 
@@ -62,15 +68,37 @@ class OpenPolicy:
 
 
 class ChannelPolicy:
-    """The DM policy and group activation of the router's settings."""
+    """The DM policy and group activation of the router's settings; with a pairing store, the
+    ``pairing`` policy issues codes (``notify`` sends them) and admits approved senders."""
 
-    def __init__(self, settings: RouterSettings) -> None:
+    def __init__(
+        self,
+        settings: RouterSettings,
+        pairing: PairingStore | None = None,
+        notify: Notify | None = None,
+    ) -> None:
         self.settings = settings
+        self.pairing = pairing
+        self.notify = notify
 
     async def admit(self, msg: messages_pb2.InboundMessage) -> Admission:
-        return self.decide(msg)
+        decided = self.decide(msg)
+        if decided.reason != PAIRING_REQUIRED or self.pairing is None:
+            return decided
+        sender = msg.sender or msg.chat.id
+        if not sender:
+            return decided
+        if await self.pairing.is_paired(msg.channel, sender):
+            return Admission.admit()
+        asked = await self.pairing.ask(msg, sender)
+        if asked.limited:
+            return Admission.refuse(PAIRING_LIMIT)
+        if asked.new and asked.request is not None and self.notify is not None:
+            await self.notify(msg, asked.request)
+        return decided
 
     def decide(self, msg: messages_pb2.InboundMessage) -> Admission:
+        """The decision of the settings alone (no pairing store)."""
         channel = msg.channel
         if channel in AUTHENTICATED_CHANNELS:
             return Admission.admit()

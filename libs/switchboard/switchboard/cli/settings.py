@@ -27,6 +27,9 @@ class LauncherSettings(Settings):
     gateway_token: SecretStr | None = None  # SB_GATEWAY_TOKEN: else the stored/new one
     service_token: SecretStr | None = None  # SB_SERVICE_TOKEN: else the stored/new one
     processes: bool = False  # SB_PROCESSES: one process per service (as `up --processes`)
+    # SB_GATEWAY_URL: the running gateway the admin commands talk to (default: loopback on
+    # SB_HTTP_PORT)
+    gateway_url: str = ""
 
     @field_validator("http_port")
     @classmethod

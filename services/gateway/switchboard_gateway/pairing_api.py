@@ -1,0 +1,115 @@
+"""DM pairing for operators (``/api/pairing``), served by the router's gRPC RouterAdmin: list
+the pending requests, approve or deny one by its code, list and revoke approved senders."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from fastapi import APIRouter, Request
+
+from switchboard.v1 import router_pb2, router_pb2_grpc
+
+from .errors import ApiError
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/pairing")
+TIMEOUT_S = 5.0
+
+
+def _stub(request: Request) -> router_pb2_grpc.RouterAdminStub:
+    stub: router_pb2_grpc.RouterAdminStub = request.app.state.router_admin
+    return stub
+
+
+def _error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
+    """The router aborts with caller-safe details on NOT_FOUND and INVALID_ARGUMENT only;
+    anything else is logged and answered with a fixed message."""
+    if exc.code() == grpc.StatusCode.NOT_FOUND:
+        return ApiError(404, exc.details() or "not found", code="pairing_not_found")
+    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+        return ApiError(400, exc.details() or "invalid argument")
+    log.warning("router %s failed: %s: %s", call, exc.code().name, exc.details())
+    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ApiError(504, "The router did not answer in time.")
+    return ApiError(503, "The router is unavailable; try again shortly.")
+
+
+def request_json(r: router_pb2.PairingRequest) -> dict[str, Any]:
+    return {
+        "channel": r.channel,
+        "account": r.account,
+        "sender": r.sender,
+        "code": r.code,
+        "chat_id": r.chat_id,
+        "text": r.text,
+        "created_at_ms": r.created_at_ms,
+        "expires_at_ms": r.expires_at_ms,
+    }
+
+
+def paired_json(p: router_pb2.PairedSender) -> dict[str, Any]:
+    return {
+        "channel": p.channel,
+        "sender": p.sender,
+        "approved_by": p.approved_by,
+        "approved_at_ms": p.approved_at_ms,
+    }
+
+
+@router.get("")
+async def list_requests(request: Request, channel: str = "") -> dict[str, Any]:
+    try:
+        reply = await _stub(request).ListPairing(
+            router_pb2.ListPairingRequest(channel=channel), timeout=TIMEOUT_S
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _error(exc, "ListPairing") from exc
+    return {"requests": [request_json(r) for r in reply.requests]}
+
+
+@router.post("/{channel}/{code}/approve")
+async def approve(channel: str, code: str, request: Request) -> dict[str, Any]:
+    try:
+        reply = await _stub(request).Approve(
+            router_pb2.PairingDecision(channel=channel, code=code, decided_by="api"),
+            timeout=TIMEOUT_S,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _error(exc, "Approve") from exc
+    return paired_json(reply)
+
+
+@router.post("/{channel}/{code}/deny")
+async def deny(channel: str, code: str, request: Request) -> dict[str, Any]:
+    try:
+        reply = await _stub(request).Deny(
+            router_pb2.PairingDecision(channel=channel, code=code, decided_by="api"),
+            timeout=TIMEOUT_S,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _error(exc, "Deny") from exc
+    return request_json(reply)
+
+
+@router.get("/paired")
+async def list_paired(request: Request, channel: str = "") -> dict[str, Any]:
+    try:
+        reply = await _stub(request).ListPaired(
+            router_pb2.ListPairingRequest(channel=channel), timeout=TIMEOUT_S
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _error(exc, "ListPaired") from exc
+    return {"senders": [paired_json(p) for p in reply.senders]}
+
+
+@router.delete("/paired/{channel}/{sender}")
+async def revoke(channel: str, sender: str, request: Request) -> dict[str, Any]:
+    try:
+        reply = await _stub(request).Revoke(
+            router_pb2.RevokeRequest(channel=channel, sender=sender), timeout=TIMEOUT_S
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise _error(exc, "Revoke") from exc
+    return paired_json(reply)
