@@ -23,6 +23,7 @@ from . import approvals_api, events_api, openai_api, pairing_api, sessions_api, 
 from .auth import TokenAuth
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
+from .channels.typing import Typing
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
@@ -99,9 +100,14 @@ def create_app(
     grpc_channels = {name: rpc.channel(settings.address(name), token) for name in callees}
     agent = grpc_channels["agent"]
 
+    typing = Typing(rt.nc, rt.subjects)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if channels:
+            await typing.start()
         yield
+        await typing.close()
         for ch in grpc_channels.values():
             await ch.close()
 
@@ -119,6 +125,7 @@ def create_app(
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)
     app.state.router_admin = router_pb2_grpc.RouterAdminStub(grpc_channels["router"])
     app.state.channels = channels
+    app.state.typing = typing
     app.state.streams = StreamSlots(settings.max_streams_per_token)
 
     add_system_readiness(rt.readiness, rt, grpc_channels)

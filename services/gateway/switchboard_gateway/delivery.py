@@ -2,13 +2,22 @@
 channel that has an adapter (``deliver-<channel>``, shared by the gateway replicas): each part
 is formatted and sent by the channel's adapter, then acknowledged; a platform that asks to wait
 gets the part again after its ``retry_after``; after ``max_attempts`` a part is dead-lettered
-(terminated, counted and logged)."""
+(terminated, counted and logged).
+
+Never twice: each platform message of a part, once sent, is marked in the KV bucket
+``sb_outbound_sent`` (``<channel>.<hash of run id and part>.<index>``), and a redelivered part
+(a retry after a later message failed, a replica that died before its ack, a restart) skips the
+marked ones. What remains is the moment between the platform's answer and the mark: a replica
+killed exactly there sends that one message again."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from nats.aio.msg import Msg
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
 
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
@@ -26,8 +35,11 @@ class Delivery:
         self.adapters = adapters
         self.concurrency = concurrency
         self.max_attempts = max_attempts
+        self.sent: KeyValue | None = None
 
     async def start(self, rt: ServiceRuntime) -> None:
+        if self.adapters:
+            self.sent = await rt.js.key_value(rt.subjects.outbound_sent_bucket)
         for name, adapter in self.adapters.items():
 
             async def deliver(
@@ -50,8 +62,12 @@ class Delivery:
     ) -> None:
         attempt = msg.metadata.num_delivered
         try:
-            for message in adapter.format(part):
+            for index, message in enumerate(adapter.format(part)):
+                key = self._sent_key(adapter.name, part, index)
+                if await self._was_sent(key):
+                    continue
                 await adapter.send(part.account, message)
+                await self._mark_sent(key)
         except RetryLater as exc:
             await self._retry(adapter, msg, part, exc.reason, exc.retry_after_s)
             return
@@ -65,6 +81,28 @@ class Delivery:
             return
         await msg.ack()
         OUTBOUND.labels(adapter.name, "sent").inc()
+
+    @staticmethod
+    def _sent_key(channel: str, part: messages_pb2.OutboundMessage, index: int) -> str:
+        digest = hashlib.sha256(f"{part.run_id}\0{part.part}".encode()).hexdigest()[:32]
+        return f"{channel}.{digest}.{index}"
+
+    async def _was_sent(self, key: str) -> bool:
+        if self.sent is None:
+            return False
+        try:
+            await self.sent.get(key)
+        except KeyNotFoundError:
+            return False
+        return True
+
+    async def _mark_sent(self, key: str) -> None:
+        if self.sent is None:
+            return
+        try:
+            await self.sent.put(key, b"1")
+        except Exception:  # NATS away: the message is out; a redelivery may repeat it
+            log.warning("could not mark a sent platform message", exc_info=True)
 
     async def _retry(
         self,

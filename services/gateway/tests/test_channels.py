@@ -4,12 +4,14 @@ sb.inbound.<channel> under ``<channel>:<account>:<platform id>``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from fastapi.routing import iter_route_contexts
 
+from switchboard.v1 import messages_pb2
 from switchboard_gateway.app import create_app
 
 from .gateway_harness import Gateway, client_on, started
@@ -21,6 +23,16 @@ HOOK = "/channels/fakechat/acct1"
 async def gw(nats_url: str, tmp_path: Path) -> AsyncIterator[Gateway]:
     async with started(nats_url, tmp_path) as gateway:
         yield gateway
+
+
+async def eventually(check: Callable[[], bool], what: str, timeout: float = 15) -> None:
+    """Poll ``check`` until it holds: a bound on waiting, not a timing assertion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.02)
 
 
 def updates(*ids: int) -> dict[str, object]:
@@ -142,3 +154,26 @@ async def test_without_adapters_there_is_no_webhook_route(gw: Gateway) -> None:
         "code": None,
     }
     assert await gw.inbound() == []
+
+
+async def test_typing_shows_while_a_run_answers_a_webhook_message(gw: Gateway) -> None:
+    """The agent's lifecycle start for a message this gateway received shows typing in its
+    chat; a run for a message it never received (or a refused one that never runs) shows
+    none. Events are handled in order on one subscription, so the last run's typing call
+    means the earlier events were handled."""
+    body, headers = gw.fake.webhook(updates(41, 42))
+    assert (await gw.client.post(HOOK, content=body, headers=headers)).status_code == 200
+
+    async def lifecycle(run_id: str, phase: str, *message_ids: str) -> None:
+        event = messages_pb2.AgentEvent(
+            run_id=run_id, stream="lifecycle", phase=phase, message_ids=list(message_ids)
+        )
+        await gw.rt.nc.publish("sb.events.some-session", event.SerializeToString())
+
+    await lifecycle("r-other", "start", "999")  # not received here
+    await lifecycle("r-42", "start", "42")
+    await eventually(lambda: gw.fake.typed == [("acct1", "u42")], "typing in u42's chat")
+    await lifecycle("r-42", "end", "42")
+    await lifecycle("r-41", "start", "41")
+    await eventually(lambda: len(gw.fake.typed) == 2, "typing for 41")
+    assert gw.fake.typed == [("acct1", "u42"), ("acct1", "g1")]

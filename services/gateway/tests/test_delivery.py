@@ -205,10 +205,6 @@ async def test_a_part_whose_send_raises_something_else_is_still_dead_lettered(
     assert attempted(gw) == ["flaky", "flaky"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="delivery.py resends every platform message of a part when a later one is retried",
-)
 async def test_a_retried_part_does_not_resend_what_the_platform_already_has(
     gw: Gateway,
 ) -> None:

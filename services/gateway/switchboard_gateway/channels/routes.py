@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from ..conversations import Conversations
 from ..errors import ApiError
 from .base import ChannelAdapter, ChannelError, InboundRequest
+from .typing import Typing
 
 router = APIRouter()
 
@@ -34,8 +35,10 @@ async def receive(channel: str, account: str, request: Request) -> JSONResponse:
     except ChannelError as exc:
         raise ApiError(exc.status, exc.message, code="channel_refused") from exc
     conversations: Conversations = request.app.state.conversations
+    typing: Typing = request.app.state.typing
     for message in inbound.messages:
         message.channel, message.account = channel, account
         message.received_at_ms = message.received_at_ms or call.received_at_ms
         await conversations.publish(message)
+        typing.expect(adapter, message)
     return JSONResponse(inbound.reply if inbound.reply is not None else {"ok": True})
