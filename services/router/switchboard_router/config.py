@@ -55,6 +55,33 @@ class ChannelSecurity(BaseModel):
     group_activation: GroupActivation | None = None
 
 
+class Binding(BaseModel):
+    """Messages of ``channel`` (and ``account``, and ``peer`` for DMs or ``group`` for a group
+    chat, when given) go to ``agent``. The most specific binding wins: peer or group, then
+    account, then channel; a message without one goes to the default agent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str = Field(min_length=1, max_length=64)
+    account: str = ""
+    peer: str = ""
+    group: str = ""
+    agent: AgentId
+
+    def matches(self, channel: str, account: str, chat_type: str, chat_id: str) -> bool:
+        if self.channel != channel or (self.account and self.account != account):
+            return False
+        if self.peer:
+            return chat_type != "group" and self.peer == chat_id
+        if self.group:
+            return chat_type == "group" and self.group == chat_id
+        return True
+
+    @property
+    def specificity(self) -> int:
+        return 2 * bool(self.peer or self.group) + bool(self.account)
+
+
 # SB_<CHANNEL>_<SETTING>; the channel is one token of letters, digits and dashes/underscores.
 _CHANNEL_VARIABLE = re.compile(
     r"^SB_([A-Z0-9][A-Z0-9_-]*?)_(DM_POLICY|ALLOW_FROM|GROUP_ACTIVATION)$"
@@ -117,6 +144,16 @@ class RouterSettings(CommonSettings, RpcSettings):
     dm_policy: DmPolicy = DmPolicy.PAIRING
     group_activation: GroupActivation = GroupActivation.MENTION
     channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
+    # SB_BINDINGS: a JSON list of bindings, e.g. [{"channel": "slack", "group": "C123",
+    # "agent": "team"}]; see Binding.
+    bindings: tuple[Binding, ...] = ()
+    # Per-sender rate limit on chat channels (0: none), and the burst a sender may send at once.
+    rate_limit_per_minute: float = Field(default=30.0, ge=0)
+    rate_limit_burst: int = Field(default=20, ge=1)
+    # Messages of one sender in one chat that arrive within debounce_ms of each other become
+    # one lane item (0: off), held at most debounce_max_ms from the first.
+    debounce_ms: int = Field(default=0, ge=0, le=60_000)
+    debounce_max_ms: int = Field(default=5_000, ge=0, le=20_000)  # well inside the ack wait
     # gRPC RouterAdmin (pairing); loopback unless Compose or Kubernetes open it.
     router_grpc_host: str = "127.0.0.1"
     router_grpc_port: int = Field(default=50052, ge=0, le=65535)
@@ -183,6 +220,13 @@ class RouterSettings(CommonSettings, RpcSettings):
         # The environment source actually used (os.environ, or the from_environ mapping).
         environ = next((s.env_vars for s in sources if isinstance(s, EnvSettingsSource)), {})
         return (*sources, _ChannelVariables(settings_cls, dict(environ)))
+
+    def agent_for(self, channel: str, account: str, chat_type: str, chat_id: str) -> str:
+        """The agent of the most specific matching binding, or the default agent."""
+        found = [b for b in self.bindings if b.matches(channel, account, chat_type, chat_id)]
+        if not found:
+            return self.default_agent
+        return max(found, key=lambda b: b.specificity).agent
 
     def channel(self, name: str) -> ChannelSecurity:
         return self.channel_security.get(name) or ChannelSecurity()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from switchboard.errors import InvalidAgentId, InvalidSessionKey
 from switchboard.sessions import direct_key, group_key, validate_agent_id, validate_session_key
 from switchboard.v1 import messages_pb2
+
+AgentFor = Callable[[str, str, str, str], str]
 
 
 class RouteError(ValueError):
@@ -19,9 +22,18 @@ class Route:
     session_key: str
 
 
-def resolve(msg: messages_pb2.InboundMessage, default_agent: str) -> Route:
+def resolve(msg: messages_pb2.InboundMessage, default_agent: str | AgentFor) -> Route:
+    """``default_agent``: the agent of messages that name none, or a function of (channel,
+    account, chat type, chat id) choosing it (the settings' bindings)."""
     try:
-        agent = validate_agent_id(msg.agent or default_agent)
+        if msg.agent:
+            chosen = msg.agent
+        elif callable(default_agent):
+            peer = msg.chat.id if msg.chat.type == "group" else (msg.sender or msg.chat.id)
+            chosen = default_agent(msg.channel, msg.account, msg.chat.type, peer)
+        else:
+            chosen = default_agent
+        agent = validate_agent_id(chosen)
         if msg.session_key:
             return Route(agent, validate_session_key(msg.session_key))
         if msg.chat.type == "group":

@@ -16,7 +16,10 @@ Built here (settings in :mod:`switchboard_router.config`):
 - The first-party channels ``api``, ``openai``, ``webchat`` and ``hooks`` are authenticated by
   the gateway (its token) and are never subject to these policies.
 
-Still to be built: per-sender rate limits, group allowlists, bindings.
+- **Rate limits** per sender on chat channels (:mod:`switchboard_router.ratelimit`): over
+  the limit, reason ``rate_limited``.
+
+Still to be built: group allowlists.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from switchboard.v1 import messages_pb2, router_pb2
 
 from .config import DmPolicy, GroupActivation, RouterSettings
 from .pairing import PairingStore
+from .ratelimit import RateLimiter
 
 # Sends a new pairing request's code to the sender's chat.
 Notify = Callable[[messages_pb2.InboundMessage, router_pb2.PairingRequest], Awaitable[None]]
@@ -39,6 +43,7 @@ AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks"})
 NOT_ALLOWED = "not_allowed"
 PAIRING_REQUIRED = "pairing_required"
 PAIRING_LIMIT = "pairing_limit"
+RATE_LIMITED = "rate_limited"
 NOT_MENTIONED = "not_mentioned"
 
 
@@ -80,8 +85,17 @@ class ChannelPolicy:
         self.settings = settings
         self.pairing = pairing
         self.notify = notify
+        self.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
 
     async def admit(self, msg: messages_pb2.InboundMessage) -> Admission:
+        decided = await self._admit(msg)
+        if not decided.admitted or msg.channel in AUTHENTICATED_CHANNELS:
+            return decided
+        if not self.limiter.allow(msg.channel, msg.sender or msg.chat.id):
+            return Admission.refuse(RATE_LIMITED)
+        return decided
+
+    async def _admit(self, msg: messages_pb2.InboundMessage) -> Admission:
         decided = self.decide(msg)
         if decided.reason != PAIRING_REQUIRED or self.pairing is None:
             return decided
