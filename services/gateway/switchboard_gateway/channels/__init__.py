@@ -18,6 +18,9 @@ Factory = Callable[[GatewaySettings], ChannelAdapter | None]
 def _factories() -> list[Factory]:
     # Imported here: a platform's SDK loads only in a gateway that configures it.
     factories: list[Factory] = []
+    from . import slack
+
+    factories.append(slack.from_settings)
     return factories
 
 
