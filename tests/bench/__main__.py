@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import executor, floors, modes, procs, report
+from tests.bench import channels, executor, floors, modes, procs, report
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -63,6 +63,7 @@ def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) 
         if baseline:
             results["modes_baseline"] = baseline
         results["executor"] = executor.bench_executors(plan, fake, _say)
+        results["channels"] = channels.bench_channels(plan, fake, _say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tests.bench import channels as channels_mod
 from tests.bench import executor as executor_mod
 from tests.bench import modes as modes_mod
 from tests.bench import profile as profile_mod
@@ -107,6 +108,8 @@ def render(r: dict[str, Any]) -> list[str]:
     lines += _cpu_lines(r)
     if r.get("executor"):
         lines += executor_mod.markdown(r["executor"])
+    if r.get("channels"):
+        lines += channels_mod.markdown(r["channels"])
     lines += _process_lines(r) + _floor_lines(r)
     if r.get("profile"):
         for title, prof in r["profile"].items():

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.bench.channels import targets as channel_targets
 from tests.bench.executor import clean_run
 from tests.bench.load import EXACT
 from tests.bench.markdown import render
@@ -123,6 +124,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     # order and meaning.
     for t in modes_targets(results.get("modes") or {}):
         rows.append({k: v for k, v in t.items() if k != "key"})
+    rows += channel_targets(results.get("channels") or {})
     return rows
 
 

@@ -39,6 +39,8 @@ class Plan:
     sandbox_calls: int = 200  # exec calls per sandbox variant (in process)
     warm_starts: int = 3  # embedded modes: starts of the same home after the first (median)
     settle_s: float = 10.0  # embedded modes: wait at most this long for an idle stack
+    channel_turns: int = 100  # per chat channel: sequential webhook -> reply turns
+    channel_burst: int = 2000  # per chat channel: webhooks sent at once for accepted/s
 
     @classmethod
     def full(cls) -> Plan:
@@ -72,6 +74,8 @@ class Plan:
             sandbox_calls=40,
             warm_starts=2,
             settle_s=5.0,
+            channel_turns=30,
+            channel_burst=600,
         )
 
 
