@@ -19,7 +19,15 @@ from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
 from switchboard.v1 import approvals_pb2_grpc, router_pb2_grpc, sessions_pb2_grpc
 
-from . import approvals_api, events_api, openai_api, pairing_api, sessions_api, status_page
+from . import (
+    approvals_api,
+    events_api,
+    hooks_api,
+    openai_api,
+    pairing_api,
+    sessions_api,
+    status_page,
+)
 from .auth import TokenAuth
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
@@ -147,6 +155,7 @@ def create_app(
     app.include_router(pairing_api.router)
     if channels:
         app.include_router(channel_routes.router)
+    hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured
     install_error_handlers(app)
     app.add_middleware(TokenAuth, token=settings.gateway_token.get_secret_value())
     # Before authentication and any parsing: an oversized body is refused from its headers.

@@ -16,10 +16,12 @@ from .errors import error_body
 PUBLIC = frozenset({"/", "/healthz", "/readyz"})
 # Channel webhooks are authenticated by the platform's own signature or secret.
 PLATFORM_AUTHENTICATED = "/channels/"
+# hooks: POST /hooks/* carry SB_HOOKS_TOKEN or a mapping's own token, checked by hooks_api.py.
+HOOKS_AUTHENTICATED = "/hooks/"
 
 
 def is_public(path: str) -> bool:
-    return path in PUBLIC or path.startswith(PLATFORM_AUTHENTICATED)
+    return path in PUBLIC or path.startswith((PLATFORM_AUTHENTICATED, HOOKS_AUTHENTICATED))
 
 
 def token_problem(header: str, expected: str) -> str | None:

@@ -11,6 +11,8 @@ from switchboard import tokens
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
+from .hooks_config import check_hooks_token, parse_mappings
+
 # The most messages a chat request may ever hold: checked while the body is validated, so a
 # request of many tiny messages is refused without building each (the setting is lower).
 MESSAGES_CEILING = 10_000
@@ -52,6 +54,10 @@ class GatewaySettings(CommonSettings, RpcSettings):
     telegram_mode: Literal["webhook", "polling"] = "webhook"
     # The public URL of POST /channels/telegram/default, registered with setWebhook at start.
     telegram_webhook_url: str = ""
+    # Polling mode (docs/channels/telegram-polling.md): getUpdates' long poll in seconds, and
+    # how much longer a poll may stay unanswered before the watchdog restarts it.
+    telegram_poll_timeout_s: int = Field(default=30, ge=1, le=50)
+    telegram_poll_watchdog_margin_s: float = Field(default=15.0, gt=0, le=300)
     slack_bot_token: SecretStr = SecretStr("")
     slack_signing_secret: SecretStr = SecretStr("")
     slack_api_base: str = "https://slack.com/api/"
@@ -59,8 +65,31 @@ class GatewaySettings(CommonSettings, RpcSettings):
     discord_public_key: str = ""
     discord_application_id: str = ""
     discord_api_base: str = "https://discord.com/api/v10"
+    # Hold Discord's gateway connection (WebSocket) for DMs and mentions, on one replica under
+    # a lease (docs/channels/discord.md); off: slash commands only.
+    discord_gateway: bool = False
     # Webhooks: POST /hooks/* with this bearer token (and per-mapping tokens).
     hooks_token: SecretStr = SecretStr("")
+    # --- hooks (hooks_config.py, docs/channels/webhooks.md) ---
+    # SB_HOOKS_MAPPINGS: JSON {"<name>": {"action", "message", "token"?, ...}}, each served at
+    # POST /hooks/<name>; checked at start. Secret: it holds the mappings' tokens.
+    hooks_mappings: SecretStr = SecretStr("")
+    # Characters of a hook's message: longer is refused (wake, agent) or cut (a mapping's).
+    hooks_max_message_chars: int = Field(default=20_000, ge=100, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _hooks(self) -> Self:
+        """A weak SB_HOOKS_TOKEN or an unusable SB_HOOKS_MAPPINGS is refused at start."""
+        gateway = self.gateway_token.get_secret_value()
+        check_hooks_token(self.hooks_token.get_secret_value(), gateway)
+        parse_mappings(
+            self.hooks_mappings.get_secret_value(),
+            hooks_token=self.hooks_token.get_secret_value(),
+            gateway_token=gateway,
+        )
+        return self
+
+    # --- end hooks ---
 
     @model_validator(mode="after")
     def _strong_token(self) -> Self:
