@@ -8,10 +8,14 @@ Never twice: each platform message of a part, once sent, is marked in the KV buc
 ``sb_outbound_sent`` (``<channel>.<hash of run id and part>.<index>``), and a redelivered part
 (a retry after a later message failed, a replica that died before its ack, a restart) skips the
 marked ones. What remains is the moment between the platform's answer and the mark: a replica
-killed exactly there sends that one message again."""
+killed exactly there sends that one message again.
+
+In order: the parts of a reply are handled concurrently, but part N is sent only once part N-1
+is settled (its ``settled`` key in the same bucket), so a chat reads them in order."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 
@@ -26,16 +30,24 @@ from .channels.base import ChannelAdapter, RetryLater, Undeliverable
 from .metrics import OUTBOUND
 
 log = logging.getLogger(__name__)
+SETTLED = "settled"  # the sent-bucket key suffix of a part that is done (sent or dead-lettered)
+ORDER_POLL_S = 0.02
 
 
 class Delivery:
     def __init__(
-        self, adapters: dict[str, ChannelAdapter], *, concurrency: int, max_attempts: int
+        self,
+        adapters: dict[str, ChannelAdapter],
+        *,
+        concurrency: int,
+        max_attempts: int,
+        order_wait_s: float = 120.0,
     ) -> None:
         self.adapters = adapters
         self.concurrency = concurrency
         self.max_attempts = max_attempts
         self.sent: KeyValue | None = None
+        self.order_wait_s = order_wait_s
 
     async def start(self, rt: ServiceRuntime) -> None:
         if self.adapters:
@@ -61,6 +73,8 @@ class Delivery:
         self, adapter: ChannelAdapter, msg: Msg, part: messages_pb2.OutboundMessage
     ) -> None:
         attempt = msg.metadata.num_delivered
+        if part.part > 0:
+            await self._after_previous(adapter.name, part, msg)
         try:
             for index, message in enumerate(adapter.format(part)):
                 key = self._sent_key(adapter.name, part, index)
@@ -73,17 +87,42 @@ class Delivery:
             return
         except Undeliverable as exc:
             self._dead_letter(adapter, part, str(exc))
+            await self._mark_sent(self._sent_key(adapter.name, part, SETTLED))
             await msg.term()
             return
         except Exception as exc:  # the adapter failed unexpectedly: retried like a 5xx
             log.exception("sending a reply part to %s failed", adapter.name)
             await self._retry(adapter, msg, part, type(exc).__name__, min(2.0**attempt, 60.0))
             return
+        await self._mark_sent(self._sent_key(adapter.name, part, SETTLED))
         await msg.ack()
         OUTBOUND.labels(adapter.name, "sent").inc()
 
+    async def _after_previous(
+        self, channel: str, part: messages_pb2.OutboundMessage, msg: Msg
+    ) -> None:
+        """Parts of a reply are handled concurrently (and by any replica): part N waits until
+        part N-1 is settled (sent or dead-lettered), so the chat gets them in order. After
+        ``order_wait_s`` it goes anyway (a part lost some other way must not block the rest)."""
+        previous = messages_pb2.OutboundMessage(run_id=part.run_id, part=part.part - 1)
+        key = self._sent_key(channel, previous, SETTLED)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.order_wait_s
+        kept_alive = loop.time()
+        while not await self._was_sent(key):
+            if loop.time() > deadline:
+                log.warning(
+                    "sending a reply part before the one ahead of it was settled",
+                    extra={"channel": channel, "run_id": part.run_id, "part": part.part},
+                )
+                return
+            if loop.time() - kept_alive > 5.0:  # still being handled: no redelivery meanwhile
+                await msg.in_progress()
+                kept_alive = loop.time()
+            await asyncio.sleep(ORDER_POLL_S)
+
     @staticmethod
-    def _sent_key(channel: str, part: messages_pb2.OutboundMessage, index: int) -> str:
+    def _sent_key(channel: str, part: messages_pb2.OutboundMessage, index: int | str) -> str:
         digest = hashlib.sha256(f"{part.run_id}\0{part.part}".encode()).hexdigest()[:32]
         return f"{channel}.{digest}.{index}"
 

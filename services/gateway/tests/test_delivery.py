@@ -216,3 +216,37 @@ async def test_a_retried_part_does_not_resend_what_the_platform_already_has(
     await publish(gw, "hello world")
     await eventually(lambda: settled(gw), "the part acked")
     assert gw.fake.texts_sent() == ["hello", " worl", "d"]
+
+
+async def publish_parts(gw: Gateway, run_id: str, texts: list[str]) -> None:
+    """A reply of several parts, published in order as the agent does."""
+    for i, text in enumerate(texts):
+        part = messages_pb2.OutboundMessage(
+            run_id=run_id,
+            part=i,
+            parts=len(texts),
+            channel=gw.fake.name,
+            account="acct1",
+            chat=messages_pb2.ChatRef(id="u1", type="direct"),
+            text=text,
+        )
+        subject = gw.rt.subjects.outbound(gw.fake.name, "acct1")
+        await bus.js_publish(gw.rt.js, subject, part, msg_id=f"{run_id}:{i}")
+
+
+async def test_the_parts_of_a_reply_reach_the_chat_in_order(gw: Gateway) -> None:
+    """Parts are handled concurrently; the first one must wait for the platform, and the
+    later ones wait for it instead of overtaking it."""
+    gw.fake.script["first"] = [RetryLater("429", retry_after_s=0.5)]
+    await deliver(gw)
+    await publish_parts(gw, "run-ordered", ["first", "second", "third", "fourth"])
+    await eventually(lambda: settled(gw), "every part acked")
+    assert gw.fake.texts_sent() == ["first", "second", "third", "fourth"]
+
+
+async def test_a_dead_lettered_part_does_not_hold_back_the_next(gw: Gateway) -> None:
+    gw.fake.script["lost"] = [Undeliverable("chat gone")]
+    await deliver(gw)
+    await publish_parts(gw, "run-lost", ["lost", "after"])
+    await eventually(lambda: settled(gw), "both parts settled")
+    assert gw.fake.texts_sent() == ["after"]
