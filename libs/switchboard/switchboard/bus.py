@@ -90,6 +90,11 @@ class Subjects:
         """Core subject: an approval of this run was decided (wakes the waiting run)."""
         return f"{self.prefix}.approvals.{run_id}"
 
+    def approvals_decide(self) -> str:
+        """Core request subject: a decision typed in a chat (``ChatDecision``), sent by the
+        router; any agent replica answers (queue group) with a ``ChatDecisionResult``."""
+        return f"{self.prefix}.approvals.decide"
+
     def events(self, token: str) -> str:
         return f"{self.prefix}.events.{token}"
 

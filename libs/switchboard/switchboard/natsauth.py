@@ -91,12 +91,14 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
         ]
         subscribe += [f"{p}.events.>"]
     elif service == "router":
-        # Pairing codes go to the unknown sender's chat as OUTBOUND parts.
+        # Pairing codes and the answers to chat commands go to the sender's chat as OUTBOUND
+        # parts; "/approve <id>" becomes a request to the agents (its answer: the inbox).
         publish += [
             f"{p}.lane.>",
             *_consumer(s, "INBOUND"),
             f"{p}.outbound.>",
             *_kv(s.pairing_bucket, listing=True),
+            s.approvals_decide(),
         ]
     elif service == "agent":
         lanes = s.stream("LANES")
@@ -116,7 +118,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             f"{p}.lane.>",
             s.tools_result("*"),
             s.tools_update("*"),
-            f"{p}.approvals.>",
+            f"{p}.approvals.>",  # wake-ups of waiting runs, and the router's chat decisions
         ]
     elif service == "tools":
         # The executor only takes calls from TOOLS and answers; it can never start a call.

@@ -11,6 +11,7 @@ from switchboard.queue_modes import QueueMode
 from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
 
 from .approval_rules import ApprovalRules
+from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
 from .toolgate import ToolRules
 
@@ -32,10 +33,21 @@ class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
     subagent_tool_policy: dict[str, Any] | None = None
     tool_approvals: list[str] = Field(default_factory=list)
     approval_timeout_s: float = Field(default=3600.0, gt=0)
+    # The chats the `message` tool may address by name (message_tool.py), and the senders
+    # ("<channel>:<sender id>") who may decide any approval from a chat (chat_approvals.py).
+    message_targets: dict[str, MessageTarget] = Field(default_factory=dict)
+    approvers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:
         self.tool_rules()  # raises PolicyError (a ValueError) with the offending entry
+        check_targets(self.message_targets)
+        for entry in self.approvers:
+            channel, _, sender = entry.partition(":")
+            if not channel or not sender or entry != entry.strip():
+                raise ValueError(
+                    f'approvers: {entry!r} is not "<channel>:<sender id>" (e.g. "telegram:42")'
+                )
         return self
 
     def tool_rules(self) -> ToolRules:

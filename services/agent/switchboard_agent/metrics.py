@@ -16,3 +16,9 @@ INTERRUPTS = Counter("sb_agent_interrupted_runs_total", "Runs aborted by a newer
 STEERED = Counter("sb_agent_steered_messages_total", "Messages injected into an active run")
 APPROVALS = Counter("sb_agent_approvals_total", "Tool-call approvals by outcome", ["outcome"])
 POLICY_DENIALS = Counter("sb_agent_policy_denials_total", "Tool calls refused by policy", ["tool"])
+CHAT_DECISIONS = Counter(
+    "sb_agent_chat_decisions_total", "Approval decisions asked for from a chat", ["outcome"]
+)
+APPROVAL_NOTICES = Counter(
+    "sb_agent_approval_notices_total", "Notices of calls waiting for approval", ["outcome"]
+)

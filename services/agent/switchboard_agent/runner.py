@@ -22,6 +22,7 @@ from switchboard.v1 import messages_pb2
 
 from .approvals import Checkpoint
 from .events import RunEvents
+from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
 from .prompt import system_prompt
@@ -64,6 +65,7 @@ class Runner:
         max_tokens: int,
         gate: ToolGate | None = None,
         outbound: OutboundPublisher | None = None,
+        local: LocalTools | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -76,6 +78,7 @@ class Runner:
         self.max_tokens = max_tokens
         self.gate = gate or ToolGate(ToolRules(), None, None, 0)
         self.outbound = outbound
+        self.local = local or LocalTools()  # tools the agent runs itself (message)
 
     async def run(
         self,
@@ -113,7 +116,7 @@ class Runner:
             started_at=datetime.now(UTC),
         )
         policy = self.gate.rules.policy(item.agent, key, session_policy)
-        turn = Turn(record, events, control, policy, checkpoint is not None)
+        turn = Turn(record, events, control, policy, checkpoint is not None, origin=item)
         reply = turn.reply
         if checkpoint:
             restore(turn, checkpoint.state, batch)
@@ -237,13 +240,15 @@ class Runner:
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
         system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
-        specs = [s for s in await self.tools.specs() if turn.policy.allows(s.name).allowed]
+        offered = self.local.offered(await self.tools.specs())
+        specs = [s for s in offered if turn.policy.allows(s.name).allowed]
         record.model = f"{self.model.provider}:{self.model.model}"
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
                 if uses:
-                    record.messages.append(await run_tools(self.gate, self.tools, turn, uses))
+                    ran = await run_tools(self.gate, self.tools, turn, uses, self.local)
+                    record.messages.append(ran)
                 if turn.late:  # resumed with items the checkpoint did not hold
                     record.messages.append(user_turn(turn.late))
                     turn.late = []

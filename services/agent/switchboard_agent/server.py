@@ -11,11 +11,15 @@ from switchboard import bus, registry, rpc
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import approvals_pb2_grpc, messages_pb2, sessions_pb2_grpc
 
+from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
+from .chat_approvals import ChatDecisions
 from .config import AgentSettings
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
+from .local_tools import LocalTools
+from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
 from .providers.select import choose_model
@@ -54,7 +58,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         )
 
         model, no_model_reply = await choosing
+        outbound = OutboundPublisher(rt.js, rt.subjects)
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
+        gate.announce = ApprovalNotices(outbound, approvals)
+        # "/approve <id>" in a chat: the router asks, any replica answers.
+        await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
         runner = Runner(
             rt.nc,
             rt.subjects,
@@ -66,7 +74,8 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             settings.max_iterations,
             settings.max_tokens,
             gate,
-            OutboundPublisher(rt.js, rt.subjects),
+            outbound,
+            LocalTools([MessageTool(outbound, settings.message_targets)]),
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

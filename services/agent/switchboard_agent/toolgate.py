@@ -10,6 +10,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from switchboard.v1 import messages_pb2
+
 from .approval_rules import ApprovalRules
 from .approvals import AWAITING, ApprovalRow, ApprovalStore, ApprovalWaiter
 from .metrics import APPROVALS, POLICY_DENIALS
@@ -49,6 +51,8 @@ def refusal(call: CallRequest, text: str, kind: str, **details: Any) -> CallResu
 
 
 Emit = Callable[[str, CallRequest, dict[str, Any]], Awaitable[None]]
+# Tells the run's chat that a call waits for an approval (approval_notice.py).
+Announce = Callable[[messages_pb2.LaneItem, CallRequest, ApprovalRow], Awaitable[None]]
 
 
 class ToolGate:
@@ -66,6 +70,7 @@ class ToolGate:
         # Wraps the wait for a person: the agent's PullWorker lends the run's slot meanwhile,
         # so runs waiting for approvals do not starve the replica.
         self.while_waiting: Callable[[], AbstractAsyncContextManager[None]] = _nothing
+        self.announce: Announce | None = None
 
     async def screen(
         self,
@@ -77,9 +82,11 @@ class ToolGate:
         calls: list[CallRequest],
         before_wait: Callable[[], Awaitable[None]],
         emit: Emit,
+        origin: messages_pb2.LaneItem | None = None,
     ) -> Screened:
         """Apply the policy, then ask for (or find, when resumed) approvals and wait for them.
-        ``before_wait`` runs once before waiting (the runner saves its checkpoint there)."""
+        ``before_wait`` runs once before waiting (the runner saves its checkpoint there);
+        ``origin`` (the run's lane item): its chat is told about each call waiting."""
         out = Screened([], {}, [])
         gated: list[tuple[CallRequest, str]] = []
         for call in calls:
@@ -123,6 +130,8 @@ class ToolGate:
                 if row.status == AWAITING:
                     APPROVALS.labels("requested").inc()
                     await emit("approval", call, _approval_data(row))
+                    if self.announce is not None and origin is not None:
+                        await self.announce(origin, call, row)
             async with self.while_waiting():
                 decided = await self.waiter.wait(run_id, list(rows.values()), self.timeout_s)
             rows = {r.call_id: decided.get(r.approval_id, r) for r in rows.values()}

@@ -1,21 +1,30 @@
-"""The tool phase of a turn: policy and approvals (``toolgate``), then the executors."""
+"""The tool phase of a turn: policy and approvals (``toolgate``), then the executors, or the
+agent itself for its local tools (``local_tools``)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
+from .local_tools import LocalContext, LocalTools
 from .metrics import TOOL_CALLS
 from .store import Message
 from .toolgate import ToolGate
-from .tools_client import CallRequest, ToolDispatcher
+from .tools_client import CallRequest, CallResult, OnUpdate, ToolDispatcher
 from .turn import Turn, checkpoint_state
 
 
 async def run_tools(
-    gate: ToolGate, tools: ToolDispatcher, turn: Turn, uses: list[dict[str, Any]]
+    gate: ToolGate,
+    tools: ToolDispatcher,
+    turn: Turn,
+    uses: list[dict[str, Any]],
+    local: LocalTools | None = None,
 ) -> Message:
-    """One turn's tool calls: start events, the gate (policy, approvals), the executors,
-    result events; the tool_result message for the transcript."""
+    """One turn's tool calls: start events, the gate (policy, approvals), the executors (or
+    the agent itself, for its local tools), result events; the tool_result message for the
+    transcript."""
     record, events = turn.record, turn.events
     calls = [CallRequest(u["id"], u["name"], u.get("input") or {}) for u in uses]
     for c in calls:
@@ -42,6 +51,7 @@ async def run_tools(
         calls=calls,
         before_wait=save_checkpoint,
         emit=emit,
+        origin=turn.origin,
     )
     turn.resumed = False
     results = dict(screened.refused)
@@ -53,9 +63,7 @@ async def run_tools(
         async def on_update(call: CallRequest, text: str) -> None:
             await events.emit("tool", "update", tool=call.name, call_id=call.call_id, text=text)
 
-        ran = await tools.run_all(
-            record.run_id, record.session_key, record.agent, screened.runnable, on_update
-        )
+        ran = await _dispatch(tools, local, turn, screened.runnable, on_update)
         results.update((r.call_id, r) for r in ran)
         if store is not None and screened.approved:
             await store.mark(screened.approved, "finished_at")
@@ -80,3 +88,28 @@ async def run_tools(
             }
         )
     return {"role": "user", "content": blocks}
+
+
+async def _dispatch(
+    tools: ToolDispatcher,
+    local: LocalTools | None,
+    turn: Turn,
+    calls: list[CallRequest],
+    on_update: OnUpdate,
+) -> list[CallResult]:
+    """The executors run their calls while the agent runs its local ones, all at once."""
+    record = turn.record
+    mine = [c for c in calls if local is not None and c.name in local]
+    theirs = [c for c in calls if local is None or c.name not in local]
+    results: list[CallResult] = []
+    jobs: list[Awaitable[list[CallResult]]] = []
+    if theirs:
+        jobs.append(
+            tools.run_all(record.run_id, record.session_key, record.agent, theirs, on_update)
+        )
+    if mine and local is not None:
+        ctx = LocalContext(record.run_id, record.session_key, record.agent, turn.origin)
+        jobs.append(local.run_all(ctx, mine))
+    for ran in await asyncio.gather(*jobs):
+        results.extend(ran)
+    return results

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from switchboard.v1 import messages_pb2
+
 from .events import RunEvents
 from .policy import Policy
 from .queueing import Batch, PendingItem, RunControl
@@ -22,6 +24,9 @@ class Turn:
     resumed: bool  # restored from a checkpoint; cleared once its pending tool calls ran
     reply: list[str] = field(default_factory=list)  # the text as streamed
     late: list[PendingItem] = field(default_factory=list)  # batch items the checkpoint lacks
+    # The lane item that started the run: its chat is the run's chat (the message tool's
+    # "current" target, where approval notices go).
+    origin: messages_pb2.LaneItem = field(default_factory=messages_pb2.LaneItem)
 
 
 def checkpoint_state(turn: Turn) -> dict[str, Any]:

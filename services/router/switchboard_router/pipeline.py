@@ -1,5 +1,6 @@
-"""The router's pipeline for one INBOUND message: admission (security), debounce, route
-resolution, the lane append."""
+"""The router's pipeline for one INBOUND message: admission (security), chat commands
+(``chat_commands``: answered here, never queued), debounce, route resolution, the lane
+append."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from switchboard.sessions import inbound_msg_id, session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
+from .chat_commands import ChatCommands
 from .config import RouterSettings
 from .debounce import Debouncer, merge
 from .metrics import REFUSED, ROUTE_SECONDS, ROUTED
@@ -38,6 +40,7 @@ class Router:
             if settings.debounce_ms
             else None
         )
+        self.commands = ChatCommands(rt, settings)  # /approve, /deny: answered, not queued
 
     async def handle(self, msg: Msg, inbound: messages_pb2.InboundMessage) -> None:
         start = time.perf_counter()
@@ -56,6 +59,10 @@ class Router:
                 ROUTED.labels(inbound.channel, "refused").inc()
                 REFUSED.labels(inbound.channel, admission.reason).inc()
                 await msg.term()
+                return
+            if await self.commands.handle(inbound):  # the lane is busy with the waiting run
+                await msg.ack()
+                ROUTED.labels(inbound.channel, "command").inc()
                 return
             if self.debouncer is None or inbound.channel in AUTHENTICATED_CHANNELS:
                 outcome = await self._route(inbound, span)

@@ -95,3 +95,29 @@ class InvokeToolResponse(_message.Message):
     isolation_json: str
     error: str
     def __init__(self, ok: _Optional[bool] = ..., text: _Optional[str] = ..., details_json: _Optional[str] = ..., isolation_json: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ChatDecision(_message.Message):
+    __slots__ = ("approval_id", "approve", "reason", "sender", "session_key")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    approve: bool
+    reason: str
+    sender: str
+    session_key: str
+    def __init__(self, approval_id: _Optional[str] = ..., approve: _Optional[bool] = ..., reason: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ...) -> None: ...
+
+class ChatDecisionResult(_message.Message):
+    __slots__ = ("outcome", "approval_id", "status", "tool")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    approval_id: str
+    status: str
+    tool: str
+    def __init__(self, outcome: _Optional[str] = ..., approval_id: _Optional[str] = ..., status: _Optional[str] = ..., tool: _Optional[str] = ...) -> None: ...

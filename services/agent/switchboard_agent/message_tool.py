@@ -1,0 +1,161 @@
+"""The ``message`` tool: a run speaks first. A scheduled run, a sub-agent or a long task sends
+a message to the chat of the conversation (``to: "current"``, the default) or to a target the
+operator named in ``SB_MESSAGE_TARGETS``; nothing else can be addressed.
+
+``SB_MESSAGE_TARGETS`` is a JSON object ``{"<name>": {"channel", "account"?, "chat_id",
+"chat_type"? ("direct" | "group"), "thread_id"?}}``, checked when the agent starts: names are
+1-64 of ``A-Z a-z 0-9 _ -`` (``current`` is reserved) and each channel must deliver its
+messages as OUTBOUND parts (not ``api``, ``openai``, ``webchat``, ``hooks``).
+
+Each message is one OUTBOUND part under the run id ``<run id>:message:<call id>`` (see
+:mod:`.chat_parts`), so a run resumed from its checkpoint that runs the same call again does
+not send it twice. ``message`` is a tool like any other for the tool policy (``group:messaging``;
+sub-agents are denied it by default) and for approval rules (``message:to=ops``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .chat_parts import ChatDestination, publish_part, reply_destination
+from .local_tools import LocalContext, tool_error
+from .outbound import DEFAULT_ACCOUNT, EVENT_ONLY_CHANNELS, OutboundPublisher
+from .providers.base import ToolSpec
+from .tools_client import CallRequest, CallResult
+
+NAME = "message"
+CURRENT = "current"
+MAX_TEXT = 4000
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class MessageTarget(BaseModel):
+    """A chat the ``message`` tool may address by name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")
+    account: str = Field(default="", max_length=128)
+    chat_id: str = Field(min_length=1, max_length=256)
+    chat_type: Literal["direct", "group"] = "direct"
+    thread_id: str = Field(default="", max_length=256)
+
+    def destination(self) -> ChatDestination:
+        return ChatDestination(
+            self.channel,
+            self.account or DEFAULT_ACCOUNT,
+            self.chat_id,
+            self.chat_type,
+            self.thread_id,
+        )
+
+
+def check_targets(targets: Mapping[str, MessageTarget]) -> None:
+    """Raise ValueError naming the first target that cannot be used."""
+    for name, target in targets.items():
+        if not _TARGET_NAME.fullmatch(name):
+            raise ValueError(
+                f"message_targets: {name!r} is not a target name (1-64 of A-Z a-z 0-9 _ -)"
+            )
+        if name == CURRENT:
+            raise ValueError(f"message_targets: {CURRENT!r} is reserved for the run's own chat")
+        if target.channel in EVENT_ONLY_CHANNELS:
+            raise ValueError(
+                f"message_targets.{name}: channel {target.channel!r} gets no chat messages"
+                f" (its replies go back on the request); use a chat channel"
+            )
+
+
+def _spec(targets: Mapping[str, MessageTarget]) -> ToolSpec:
+    names = ", ".join(sorted(targets)) or "none configured"
+    return ToolSpec(
+        NAME,
+        "Send a message to a chat now, without waiting for the end of the run: to the chat of"
+        " this conversation (to: current, the default) or to a named target. Use it to speak"
+        " first (reminders, results of scheduled work); your normal answer is still sent as"
+        f" the reply. Named targets: {names}.",
+        {
+            "type": "object",
+            "properties": {
+                "text": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TEXT,
+                    "description": f"The message, up to {MAX_TEXT} characters.",
+                },
+                "to": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "description": f'"{CURRENT}" (default) or a target name: {names}.',
+                },
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+    )
+
+
+class MessageTool:
+    def __init__(
+        self, outbound: OutboundPublisher, targets: Mapping[str, MessageTarget] | None = None
+    ) -> None:
+        self.outbound = outbound
+        self.targets = dict(targets or {})
+        check_targets(self.targets)
+        self._spec = _spec(self.targets)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
+        text = str(call.args["text"])
+        if not text.strip():
+            return tool_error(
+                call, "message: the text is blank; nothing was sent.", "invalid_arguments"
+            )
+        to = str(call.args.get("to") or CURRENT)
+        message_ids: list[str] = []
+        if to == CURRENT:
+            destination = reply_destination(self.outbound, ctx.origin)
+            if destination is None:
+                channel = ctx.origin.message.channel or "this channel"
+                return tool_error(
+                    call,
+                    f"message: this conversation ({channel}) has no chat to send to; its"
+                    f" replies go back on the request. Name a target instead ({self._known()}).",
+                    "no_chat",
+                )
+            message_ids = [ctx.origin.message.message_id]
+        else:
+            target = self.targets.get(to)
+            if target is None:
+                return tool_error(
+                    call,
+                    f"message: unknown target {to!r}; use {CURRENT!r} or one of:"
+                    f" {self._known()}. Nothing was sent.",
+                    "unknown_target",
+                )
+            destination = target.destination()
+        new = await publish_part(
+            self.outbound,
+            destination,
+            run_id=f"{ctx.run_id}:message:{call.call_id}",
+            text=text,
+            session_key=ctx.session_key,
+            message_ids=message_ids,
+        )
+        where = destination.describe()
+        return CallResult(
+            call.call_id,
+            f"sent to {where}" if new else f"already sent to {where}",
+            False,
+            {"to": to, "channel": destination.channel, "chat_id": destination.chat_id},
+        )
+
+    def _known(self) -> str:
+        return ", ".join(sorted(self.targets)) or "no targets are configured (SB_MESSAGE_TARGETS)"
