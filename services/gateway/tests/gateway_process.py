@@ -1,6 +1,7 @@
 """The gateway as Compose and Kubernetes run it: ``python -m switchboard_gateway``, a process of
 its own serving HTTP on a free loopback port (uvicorn, real sockets: chunked bodies, streamed
-responses) against a real nats-server. No agent or router listens at its ``SB_AGENT_ADDR`` and ``SB_ROUTER_ADDR``.
+responses) against a real nats-server. No agent or router listens at its ``SB_AGENT_ADDR`` and
+``SB_ROUTER_ADDR``.
 
 ``with gateway_process(nats_url, home, SB_SOME_SETTING="1") as gw`` gives a
 :class:`GatewayProcess`; the process is stopped (SIGTERM, then SIGKILL) when the block ends.

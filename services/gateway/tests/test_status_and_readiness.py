@@ -52,7 +52,8 @@ async def test_readyz_is_503_and_logs_each_failing_check_once(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No router, agent or tools answers: their checks fail with NATS' no-responders, the
-    agent's gRPC with a refused connection; the gateway's own checks pass (it is started)."""
+    agent's and router's gRPC with a refused connection; the gateway's own checks pass (it is
+    started)."""
     caplog.set_level(logging.INFO, OPS_LOG)
     serving = asyncio.create_task(gw.rt.wait_stopped())
     try:
@@ -72,11 +73,13 @@ async def test_readyz_is_503_and_logs_each_failing_check_once(
     assert again.json() == body
 
     logged = warnings(caplog)
-    for name in failing - {"agent_grpc"}:
+    grpc_checks = {"agent_grpc", "router_grpc"}
+    for name in failing - grpc_checks:
         [line] = [w for w in logged if w.startswith(f"not ready: {name} failed")]
         assert "NoRespondersError" in line, line
-    [grpc_line] = [w for w in logged if w.startswith("not ready: agent_grpc failed")]
-    assert "(the check said no)" in grpc_line
+    for name in grpc_checks:
+        [grpc_line] = [w for w in logged if w.startswith(f"not ready: {name} failed")]
+        assert "(the check said no)" in grpc_line
     assert len(logged) == len(failing)  # once per check, not once per probe
 
 

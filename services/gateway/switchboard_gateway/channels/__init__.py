@@ -21,6 +21,12 @@ def _factories() -> list[Factory]:
     from . import slack
 
     factories.append(slack.from_settings)
+    from . import discord
+
+    factories.append(discord.from_settings)
+    from . import telegram
+
+    factories.append(telegram.from_settings)
     return factories
 
 

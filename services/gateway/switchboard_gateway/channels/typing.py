@@ -1,4 +1,4 @@
-""""Typing..." in a chat while the agent writes the answer to a message this replica received.
+"""Showing "typing..." in a chat while the agent answers a message this replica received.
 
 A webhook's messages are remembered (``expect``) with their chat for ``remember_s``. When the
 agent's ``lifecycle start`` event names one of them (``message_ids``), the chat's adapter is

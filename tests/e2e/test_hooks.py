@@ -1,0 +1,143 @@
+"""Webhooks against the real services (fake model, fake Slack and Telegram): POST /hooks/agent
+with a chat to deliver to runs the agent in its hook session, and its reply goes out as an
+OUTBOUND part for that chat and reaches the (fake) Slack channel or Telegram chat; POST
+/hooks/wake runs in the main session as a marked system event and sends nothing anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import nats
+import pytest
+from nats.aio.msg import Msg
+
+from switchboard.tokens import generate
+from switchboard.v1 import messages_pb2
+from tests.e2e.helpers import client, next_reply
+from tests.fakes.llm import FakeLLM, text_only
+from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import FakeTelegram
+from tests.lanes.pipeline import settle
+from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.streams import outbound_parts
+
+REPLY = "The nightly build is green."
+HOOKS_TOKEN = generate()
+CHAT = "C0HOOKS"
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+def services(
+    tmp_path: Path, nats_url: str, database_url: str, slack: FakeSlack, telegram: FakeTelegram
+) -> Iterator[ServiceProcesses]:
+    env = {
+        "SB_HOOKS_TOKEN": HOOKS_TOKEN,
+        "SB_SLACK_BOT_TOKEN": slack.token,
+        "SB_SLACK_SIGNING_SECRET": generate(),
+        "SB_SLACK_API_BASE": slack.base_url,
+        "SB_TELEGRAM_BOT_TOKEN": telegram.token,
+        "SB_TELEGRAM_WEBHOOK_SECRET": generate(),  # webhook mode without a URL: none is set
+        "SB_TELEGRAM_API_BASE": telegram.base_url,
+    }
+    with with_fake_model(tmp_path, nats_url, database_url, text_only(REPLY), env) as procs:
+        yield procs
+
+
+def hook(url: str, path: str, body: object) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {HOOKS_TOKEN}"}
+    response = httpx.post(f"{url}{path}", json=body, headers=headers, timeout=30)
+    assert response.status_code == 202, response.text
+    answer: dict[str, str] = response.json()
+    return answer
+
+
+async def deliver_and_watch(services: ServiceProcesses) -> messages_pb2.OutboundMessage:
+    """POST /hooks/agent with a Slack chat to deliver to; the first OUTBOUND part published for
+    Slack, seen on its subject (the gateway's delivery consumer takes it off the work-queue
+    stream, so the stream is not where to look)."""
+    nc = await nats.connect(services.nats_url)  # the admin's connection
+    parts: asyncio.Queue[messages_pb2.OutboundMessage] = asyncio.Queue()
+
+    async def on_part(msg: Msg) -> None:
+        parts.put_nowait(messages_pb2.OutboundMessage.FromString(msg.data))
+
+    try:
+        await nc.subscribe("sb.outbound.slack.default", cb=on_part)
+        await nc.flush()
+        body = {
+            "message": "How did the nightly build go?",
+            "name": "nightly",
+            "deliver": {"channel": "slack", "to": CHAT},
+        }
+        answer = await asyncio.to_thread(hook, services.url, "/hooks/agent", body)
+        assert answer["session_key"] == "hook:nightly"
+        return await asyncio.wait_for(parts.get(), timeout=90)
+    finally:
+        await nc.close()
+
+
+def test_an_agent_hooks_reply_is_delivered_to_the_chat(
+    services: ServiceProcesses, slack: FakeSlack
+) -> None:
+    part = asyncio.run(deliver_and_watch(services))
+    assert (part.channel, part.account, part.session_key) == ("slack", "default", "hook:nightly")
+    assert (part.chat.id, part.text) == (CHAT, REPLY)
+    assert (part.part, part.parts) == (0, 1)
+    # The delivery consumer sends it to the platform.
+    [post] = slack.wait_for_posts(1, timeout=60)
+    assert (post.channel, post.text) == (CHAT, REPLY)
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    assert llm.calls[-1].request.last_user_text == "How did the nightly build go?"
+    with client(services.url, services.token) as c:
+        assert next_reply(c, "hook:nightly", 0) == REPLY
+
+
+def test_an_agent_hooks_reply_reaches_a_telegram_chat(
+    services: ServiceProcesses, telegram: FakeTelegram, slack: FakeSlack
+) -> None:
+    body = {"message": "Any news?", "name": "tg", "deliver": {"channel": "telegram", "to": "4242"}}
+    answer = hook(services.url, "/hooks/agent", body)
+    assert answer["session_key"] == "hook:tg"
+    [sent] = telegram.wait_for_sent(1, timeout=90)
+    assert (sent.method, sent.chat_id, sent.text) == ("sendMessage", 4242, REPLY)
+    assert slack.posts == []  # only where it was asked to go
+
+
+def test_a_wake_event_runs_in_the_main_session_and_is_not_delivered(
+    services: ServiceProcesses, slack: FakeSlack
+) -> None:
+    answer = hook(services.url, "/hooks/wake", {"text": "Disk almost full on db-1"})
+    assert answer["session_key"] == "main:hooks:main"
+    with client(services.url, services.token) as c:
+        assert next_reply(c, "main:hooks:main", 0, timeout=90) == REPLY
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    assert llm.calls[-1].request.last_user_text == (
+        "[System event from webhook 'wake']\nDisk almost full on db-1"
+    )
+    # Once the lane item is answered (after the run's parts, if any, are out): none went out.
+    settle(services.nats_url)
+    assert asyncio.run(stored_parts(services.nats_url)) == []
+    assert slack.posts == []
+
+
+async def stored_parts(url: str) -> list[tuple[str, messages_pb2.OutboundMessage]]:
+    nc = await nats.connect(url)
+    try:
+        return await outbound_parts(nc.jetstream())
+    finally:
+        await nc.close()

@@ -1,0 +1,170 @@
+"""The fake Discord's (:mod:`tests.fakes.discord`) wire pieces: the REST objects it records and
+returns (message objects; error bodies ``{"message", "code"}``, ``Invalid Form Body`` with its
+``errors`` tree, the 429 body with ``retry_after`` and ``global`` plus its headers), and the
+uvicorn thread that serves it."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp
+
+TEXT_LIMIT = 2000
+ERRORS: dict[tuple[int, str], tuple[str, int]] = {  # (status, route kind) -> (message, code)
+    (401, "bot"): ("401: Unauthorized", 0),
+    (401, "hook"): ("Invalid Webhook Token", 50027),
+    (403, "bot"): ("Missing Access", 50001),
+    (403, "hook"): ("Missing Access", 50001),
+    (404, "bot"): ("Unknown Channel", 10003),
+    (404, "hook"): ("Unknown Webhook", 10015),
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    channel_id: str
+    content: str
+    via: str  # "bot" (channel message), "original" (interaction response), "followup"
+    allowed_mentions: Any = None
+    message_reference: Any = None
+    nonce: Any = None
+    edits: int = 0
+    application_id: str = ""  # of an interaction's response or follow-up
+
+
+@dataclass
+class Interaction:
+    token: str
+    application_id: str
+    channel_id: str
+    response: dict[str, Any] | None = None  # what the endpoint answered Discord
+    expired: bool = False
+    original: Message | None = None
+    followups: list[Message] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    method: str
+    route: str  # "channel", "typing", "original", "followup", "gateway" (never a token)
+    status: int
+    authorization: str  # the Authorization header as sent ("" when none)
+    at: float
+
+
+def message_object(message: Message, bot_id: str) -> dict[str, Any]:
+    """A message object as Discord returns it."""
+    now = datetime.now(UTC).isoformat()
+    obj: dict[str, Any] = {
+        "id": message.id,
+        "type": 19 if message.message_reference else 0,
+        "content": message.content,
+        "channel_id": message.channel_id,
+        "author": {"id": bot_id, "username": "switchboard", "discriminator": "0", "bot": True},
+        "attachments": [],
+        "embeds": [],
+        "mentions": [],
+        "mention_roles": [],
+        "mention_everyone": False,
+        "pinned": False,
+        "tts": False,
+        "timestamp": now,
+        "edited_timestamp": now if message.edits else None,
+        "flags": 0,
+        "components": [],
+        "nonce": message.nonce,
+    }
+    if message.message_reference:
+        obj["message_reference"] = {
+            "type": 0,
+            "channel_id": message.channel_id,
+            **message.message_reference,
+        }
+    if message.via != "bot":  # sent through the interaction's webhook
+        obj["webhook_id"] = obj["application_id"] = message.application_id
+    return obj
+
+
+def rate_limited(retry_after: float, global_: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 429's body and headers (``Retry-After`` in whole seconds, the body's float exact)."""
+    body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": global_}
+    headers = {
+        "Retry-After": str(math.ceil(retry_after)),
+        "X-RateLimit-Scope": "global" if global_ else "user",
+    }
+    if global_:
+        headers["X-RateLimit-Global"] = "true"
+    return body, headers
+
+
+def message_json(raw: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A message call's JSON body, or Discord's 400 error body for it."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {}, {"message": "The request body contains invalid JSON.", "code": 50109}
+    content = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(content, str) or not content.strip():
+        return {}, {"message": "Cannot send an empty message", "code": 50006}
+    if len(content) > TEXT_LIMIT:
+        return {}, too_long()
+    return body, None
+
+
+def too_long() -> dict[str, Any]:
+    detail = {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}
+    return {
+        "message": "Invalid Form Body",
+        "code": 50035,
+        "errors": {"content": {"_errors": [detail]}},
+    }
+
+
+class ServerThread:
+    """``app`` served on 127.0.0.1 (a free port) by uvicorn in a daemon thread."""
+
+    def __init__(self, app: ASGIApp, name: str) -> None:
+        self.app, self.name = app, name
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
+        )
+        server = self._server = uvicorn.Server(config)
+        # IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets (see tests/fakes/llm.py).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=self.name, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} failed to start")
+            time.sleep(0.01)
+        return port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
