@@ -167,9 +167,20 @@ AUTHENTICATED = [
     ("GET", "/api/approvals"),
     ("POST", "/api/approvals/{approval_id}"),
     ("POST", "/tools/invoke"),
+    ("GET", "/api/pairing"),
+    ("POST", "/api/pairing/{channel}/{code}/approve"),
+    ("POST", "/api/pairing/{channel}/{code}/deny"),
+    ("GET", "/api/pairing/paired"),
+    ("DELETE", "/api/pairing/paired/{channel}/{sender}"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
-PATH_PARAMS = {"key": "main:api:auth-probe", "approval_id": "ap_nope"}
+PATH_PARAMS = {
+    "key": "main:api:auth-probe",
+    "approval_id": "ap_nope",
+    "channel": "telegram",
+    "code": "ABCDEFGH",
+    "sender": "42",
+}
 
 
 def test_route_list_covers_every_route_of_the_gateway(stack: Stack) -> None:

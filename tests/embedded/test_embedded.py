@@ -372,13 +372,13 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
         assert sorted(sup.pids()) == sorted(names)
         envs = {name: process_env(pid) for name, pid in sup.pids().items()}
         # Each service sees only the secrets it needs (issue 9): a model key reaches the agent,
-        # the gateway token the gateway, the database the agent, the gRPC credential the two
+        # the gateway token the gateway, the database the agent, the gRPC credential the three
         # that use gRPC; each connects to NATS as its own user.
         secrets = {
             "OPENAI_API_KEY": {"agent"},
             "SB_DATABASE_URL": {"agent"},
             "SB_GATEWAY_TOKEN": {"gateway"},
-            "SB_SERVICE_TOKEN": {"gateway", "agent"},
+            "SB_SERVICE_TOKEN": {"gateway", "agent", "router"},
         }
         for name, env in envs.items():
             service = registry.get(name.rsplit("-", 1)[0])
