@@ -27,6 +27,7 @@ from . import (
     pairing_api,
     sessions_api,
     status_page,
+    webchat,  # webchat: GET /webchat and WS /webchat/ws
 )
 from .auth import TokenAuth
 from .channels import routes as channel_routes
@@ -153,6 +154,7 @@ def create_app(
     app.include_router(events_api.router)
     app.include_router(approvals_api.router)
     app.include_router(pairing_api.router)
+    app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     if channels:
         app.include_router(channel_routes.router)
     hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured

@@ -13,7 +13,19 @@ from .errors import error_body
 
 # /metrics is not public: its series name routes, channels and volumes. /openapi.json is served
 # behind the token; the docs pages (/docs, /redoc) are not served at all.
-PUBLIC = frozenset({"/", "/healthz", "/readyz"})
+PUBLIC = frozenset(
+    {
+        "/",
+        "/healthz",
+        "/readyz",
+        # --- webchat: the page and its assets hold no data; WS /webchat/ws authenticates
+        # itself (its connect request), and this middleware sees HTTP only. ---
+        "/webchat",
+        "/webchat/view.js",
+        "/webchat/webchat.js",
+        "/webchat/webchat.css",
+    }
+)
 # Channel webhooks are authenticated by the platform's own signature or secret.
 PLATFORM_AUTHENTICATED = "/channels/"
 # hooks: POST /hooks/* carry SB_HOOKS_TOKEN or a mapping's own token, checked by hooks_api.py.

@@ -68,6 +68,16 @@ class GatewaySettings(CommonSettings, RpcSettings):
     # Hold Discord's gateway connection (WebSocket) for DMs and mentions, on one replica under
     # a lease (docs/channels/discord.md); off: slash commands only.
     discord_gateway: bool = False
+    # --- webchat (webchat/, docs/webchat-protocol.md) ---
+    # Bytes of one WebSocket frame from a client: a larger one is answered with an error.
+    webchat_max_frame_bytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # Recent events kept per session for clients that reconnect (resume with last_seq), and how
+    # long a session's events are still kept after its last socket closed.
+    webchat_replay_events: int = Field(default=1000, ge=10, le=100_000)
+    webchat_replay_grace_s: float = Field(default=300.0, ge=0, le=86_400)
+    # Seconds a new socket has to send its connect request before it is closed.
+    webchat_connect_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # --- end webchat ---
     # Webhooks: POST /hooks/* with this bearer token (and per-mapping tokens).
     hooks_token: SecretStr = SecretStr("")
     # --- hooks (hooks_config.py, docs/channels/webhooks.md) ---

@@ -1,6 +1,6 @@
 """``GET /``: the address ``switchboard up`` prints as ready. A static page (no data, so no
-token needed) that says the gateway runs and where its APIs and the token are; the WebChat page
-takes its place when it exists."""
+token needed) that says the gateway runs, where its APIs and the token are, and links the
+WebChat page."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ PAGE = """<!doctype html>
 <li><code>/v1/chat/completions</code>, <code>/v1/models</code>: the OpenAI-compatible API</li>
 <li><code>/api/sessions/{key}/messages</code>, <code>/history</code>, <code>/events</code>:
 sessions</li>
-<li><code>/tools/invoke</code>, <code>/api/approvals</code>: tools and approvals</li>
+<li><code>/tools/invoke</code>, <code>/api/approvals</code>, <code>/api/pairing</code>: tools,
+approvals and DM pairing</li>
 </ul>
-<p>Health: <a href="/healthz">/healthz</a>, readiness: <a href="/readyz">/readyz</a>.
-The WebChat page is not built yet.</p>
+<p>Chat in the browser: <a href="/webchat">WebChat</a> (it asks for the token once).</p>
+<p>Health: <a href="/healthz">/healthz</a>, readiness: <a href="/readyz">/readyz</a>.</p>
 </body>
 </html>
 """

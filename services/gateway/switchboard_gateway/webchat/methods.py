@@ -1,0 +1,103 @@
+"""The methods a connected socket may call: ``send`` (a message into its session), ``history``
+(the session's transcript, from the agent's Sessions gRPC) and ``abort`` (not supported: the
+agent has no abort or interrupt API the gateway can reach)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import grpc
+
+from switchboard.sessions import direct_key
+from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
+
+from ..config import GatewaySettings
+from ..conversations import BusUnavailable, Conversations, Outgoing
+from ..errors import ApiError, agent_error
+from . import protocol
+from .protocol import AbortParams, HistoryParams, SendParams
+
+CHANNEL = "webchat"
+OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}  # the agent's own refusals (sessions_api)
+CODES = {400: protocol.INVALID_REQUEST, 503: protocol.UNAVAILABLE, 504: protocol.TIMEOUT}
+
+
+class MethodError(Exception):
+    """A request that failed: its error code and a message for the caller."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def session_key(agent: str, session: str) -> str:
+    """``<agent>:webchat:<session>``: a direct conversation on the webchat channel."""
+    return direct_key(agent, CHANNEL, session)
+
+
+@dataclass
+class Methods:
+    settings: GatewaySettings
+    conversations: Conversations
+    sessions: sessions_pb2_grpc.SessionsStub
+    session: str  # the connection's session (the one whose events it follows)
+
+    @property
+    def agent(self) -> str:
+        return self.settings.default_agent
+
+    async def send(self, params: SendParams) -> protocol.SendResult:
+        limit = self.settings.max_body_chars
+        if len(params.text) > limit:
+            raise MethodError(
+                protocol.TOO_MUCH_TEXT,
+                f"Too much text: {len(params.text)} characters, at most {limit} "
+                "(SB_MAX_BODY_CHARS).",
+            )
+        session = params.session or self.session
+        key = session_key(self.agent, session)
+        out = Outgoing(CHANNEL, params.text, key, self.agent, sender=session)
+        try:
+            await self.conversations.post(out)
+        except BusUnavailable as exc:
+            raise MethodError(
+                protocol.UNAVAILABLE, "The message bus is not available; try again shortly."
+            ) from exc
+        return protocol.SendResult(message_id=out.message_id, session=session, session_key=key)
+
+    async def history(self, params: HistoryParams) -> protocol.HistoryResult:
+        session = params.session or self.session
+        key = session_key(self.agent, session)
+        try:
+            reply = await self.sessions.History(
+                sessions_pb2.HistoryRequest(session_key=key, limit=params.limit), timeout=5.0
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise _method_error(agent_error(exc, "Sessions.History", OURS)) from exc
+        return protocol.HistoryResult(
+            session=session,
+            session_key=key,
+            messages=[
+                protocol.HistoryMessage(
+                    role=m.role,
+                    content=json.loads(m.content_json) if m.content_json else [],
+                    run_id=m.run_id,
+                    created_at_ms=m.created_at_ms,
+                )
+                for m in reply.messages
+            ],
+        )
+
+    async def abort(self, params: AbortParams) -> protocol.Frame:
+        raise MethodError(
+            protocol.NOT_SUPPORTED,
+            "Aborting a run is not supported: the agent has no abort API the gateway can "
+            "reach yet. A run ends on its own; with the session's queue mode 'interrupt' a "
+            "newer message aborts the running one.",
+        )
+
+
+def _method_error(exc: ApiError) -> MethodError:
+    return MethodError(exc.code or CODES.get(exc.status, protocol.UNAVAILABLE), exc.message)

@@ -1,0 +1,201 @@
+"""WebChat's frames (docs/webchat-protocol.md) as pydantic models: requests from the page,
+responses and events to it, the parameters and results of each method and the payload of each
+event. JSON text frames only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PROTOCOL = 1
+
+# A WebChat session id: the last part of its session key ``<agent>:webchat:<session>``.
+SessionId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+RequestId = str | int
+
+# Close codes (4000-4999 are the application's).
+CLOSE_LIFETIME = 4000  # the socket reached SB_STREAM_MAX_LIFETIME_S: reconnect and resume
+CLOSE_UNAUTHORIZED = 4401  # no connect first, or a wrong token: do not retry with it
+CLOSE_CONNECT_TIMEOUT = 4408  # no connect request within SB_WEBCHAT_CONNECT_TIMEOUT_S
+CLOSE_TOO_MANY = 4429  # the token has SB_MAX_STREAMS_PER_TOKEN streams open already
+CLOSE_TOO_SLOW = 1013  # the client did not read its events: reconnect and resume
+
+# Error codes of failed responses.
+UNAUTHORIZED = "unauthorized"
+TOO_MANY = "too_many_streams"
+BAD_JSON = "bad_json"
+BAD_FRAME = "bad_frame"
+FRAME_TOO_LARGE = "frame_too_large"
+UNKNOWN_METHOD = "unknown_method"
+INVALID_PARAMS = "invalid_params"
+ALREADY_CONNECTED = "already_connected"
+TOO_MUCH_TEXT = "too_much_text"
+NOT_SUPPORTED = "not_supported"
+UNAVAILABLE = "unavailable"
+TIMEOUT = "timeout"
+INVALID_REQUEST = "invalid_request"
+
+
+class Frame(BaseModel):
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+
+# --- client -> server -------------------------------------------------------------------------
+
+
+class Request(Frame):
+    type: Literal["req"]
+    id: RequestId = Field(union_mode="left_to_right")
+    method: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConnectParams(Frame):
+    token: str = Field(max_length=4096)
+    session: SessionId | None = None  # None: a new session
+    epoch: str | None = Field(default=None, max_length=64)  # resume: the feed's epoch...
+    last_seq: int | None = Field(default=None, ge=0)  # ...and the last event seq seen
+
+
+class SendParams(Frame):
+    text: str = Field(min_length=1)
+    session: SessionId | None = None  # None: the connection's session
+
+
+class HistoryParams(Frame):
+    session: SessionId | None = None
+    limit: int = Field(default=0, ge=0, le=10_000)  # 0: all
+
+
+class AbortParams(Frame):
+    session: SessionId | None = None
+
+
+PARAMS: dict[str, type[Frame]] = {
+    "connect": ConnectParams,
+    "send": SendParams,
+    "history": HistoryParams,
+    "abort": AbortParams,
+}
+
+
+# --- server -> client -------------------------------------------------------------------------
+
+
+class ErrorBody(Frame):
+    code: str
+    message: str
+
+
+class ResponseOk(Frame):
+    type: Literal["res"] = "res"
+    id: RequestId
+    ok: Literal[True] = True
+    payload: dict[str, Any]
+
+
+class ResponseError(Frame):
+    type: Literal["res"] = "res"
+    id: RequestId | None  # None: the request's id could not be read
+    ok: Literal[False] = False
+    error: ErrorBody
+
+
+class EventFrame(Frame):
+    type: Literal["event"] = "event"
+    event: str
+    payload: dict[str, Any]
+    seq: int
+
+
+class ConnectResult(Frame):
+    protocol: int = PROTOCOL
+    session: str
+    session_key: str
+    epoch: str
+    seq: int  # the feed's position: the next event has seq + 1
+    resumed: bool  # the missed events follow (or none were missed)
+    replayed: int  # how many events follow this response as a replay
+    methods: list[str] = Field(default_factory=lambda: sorted(PARAMS))
+
+
+class SendResult(Frame):
+    message_id: str
+    session: str
+    session_key: str
+    status: Literal["queued"] = "queued"
+
+
+class HistoryMessage(Frame):
+    role: str
+    content: Any  # the transcript's content blocks (text, tool_use, tool_result)
+    run_id: str
+    created_at_ms: int
+
+
+class HistoryResult(Frame):
+    session: str
+    session_key: str
+    messages: list[HistoryMessage]
+
+
+class AssistantDelta(Frame):
+    run_id: str
+    text: str
+
+
+class ToolPhase(Frame):
+    run_id: str
+    call_id: str
+    tool: str
+    phase: Literal["start", "approval", "result"]
+    summary: str = ""  # start: the arguments; result: the output; both shortened
+    is_error: bool | None = None  # result
+    approval_id: str | None = None  # approval
+    status: str | None = None  # approval: pending, approved, denied...
+
+
+class Lifecycle(Frame):
+    run_id: str
+    phase: Literal["start", "end"]
+    message_ids: list[str]
+    status: str | None = None  # end: completed, error, interrupted...
+    stop_reason: str | None = None
+    text: str | None = None  # end: the whole reply text
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class RunError(Frame):
+    run_id: str
+    message: str
+
+
+class Gap(Frame):
+    reason: Literal["new_feed", "too_far_behind", "unknown_position"]
+    message: str
+
+
+def error(request_id: RequestId | None, code: str, message: str) -> str:
+    return ResponseError(id=request_id, error=ErrorBody(code=code, message=message)).to_json()
+
+
+def ok(request_id: RequestId, payload: Frame) -> str:
+    return ResponseOk(id=request_id, payload=payload.model_dump(exclude_none=True)).to_json()
+
+
+def event(name: str, payload: Frame, seq: int) -> str:
+    return EventFrame(event=name, payload=payload.model_dump(exclude_none=True), seq=seq).to_json()
+
+
+def problem(exc: ValidationError) -> str:
+    """What is wrong with a frame or its parameters, without echoing the values given."""
+    parts = []
+    for e in exc.errors(include_input=False, include_url=False)[:5]:
+        where = ".".join(str(p) for p in e["loc"]) or "frame"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)

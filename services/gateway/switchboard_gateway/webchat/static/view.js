@@ -1,0 +1,211 @@
+// Switchboard WebChat: how the conversation is drawn (messages, streamed answers, tool cards,
+// the history). Text is always set with textContent, never as HTML. webchat.js drives it.
+(() => {
+  "use strict";
+
+  const SUMMARY_CHARS = 200;
+
+  window.createWebChatView = (list) => {
+    const runs = new Map(); // run id -> {el, body, text}
+    const tools = new Map(); // call id -> card elements
+    const ui = { messages: list };
+
+    function shorten(text) {
+      const line = String(text).split(/\s+/).join(" ").trim();
+      return line.length <= SUMMARY_CHARS ? line : line.slice(0, SUMMARY_CHARS - 1) + "\u2026";
+    }
+
+    // --- rendering ---------------------------------------------------------------------------
+
+    function nearBottom() {
+      const m = ui.messages;
+      return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
+    }
+
+    function add(el) {
+      const stick = nearBottom();
+      ui.messages.append(el);
+      if (stick) ui.messages.scrollTop = ui.messages.scrollHeight;
+      return el;
+    }
+
+    function bubble(role, label) {
+      const li = document.createElement("li");
+      li.className = `msg ${role}`;
+      const who = document.createElement("span");
+      who.className = "who";
+      who.textContent = label;
+      li.append(who);
+      return li;
+    }
+
+    function userMessage(text) {
+      const li = bubble("user", "You");
+      li.append(document.createTextNode(text));
+      return add(li);
+    }
+
+    function systemNote(text) {
+      const li = bubble("system", "");
+      li.textContent = text;
+      return add(li);
+    }
+
+    function run(runId) {
+      let r = runs.get(runId);
+      if (!r) {
+        const li = bubble("assistant", "Assistant");
+        li.dataset.runId = runId;
+        const body = document.createElement("div");
+        body.className = "body";
+        li.append(body);
+        r = { el: li, body, text: null };
+        runs.set(runId, r);
+        add(li);
+      }
+      return r;
+    }
+
+    function appendText(r, text) {
+      if (!r.text) {
+        r.text = document.createElement("span");
+        r.text.className = "text";
+        r.body.append(r.text);
+      }
+      r.text.textContent += text;
+      if (nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
+    }
+
+    function toolCard(r, callId, name) {
+      let card = tools.get(callId);
+      if (!card) {
+        const el = document.createElement("div");
+        el.className = "tool-card";
+        el.setAttribute("role", "group");
+        el.setAttribute("aria-label", `Tool call ${name}`);
+        el.dataset.callId = callId;
+        const head = document.createElement("div");
+        head.className = "tool-head";
+        const nameEl = document.createElement("span");
+        nameEl.className = "tool-name";
+        nameEl.textContent = name;
+        const status = document.createElement("span");
+        status.className = "tool-status";
+        const args = document.createElement("p");
+        args.className = "tool-args";
+        const result = document.createElement("p");
+        result.className = "tool-result";
+        result.hidden = true;
+        head.append(nameEl, status);
+        el.append(head, args, result);
+        card = { el, status, args, result };
+        tools.set(callId, card);
+        r.body.append(el);
+        r.text = null; // text after the card starts a new paragraph below it
+      }
+      return card;
+    }
+
+    function setTool(card, status, label) {
+      card.el.dataset.status = status;
+      card.status.textContent = label;
+    }
+
+    function toolResult(card, summary, isError) {
+      setTool(card, isError ? "failed" : "done", isError ? "failed" : "done");
+      card.result.hidden = false;
+      card.result.textContent = summary ? `\u2192 ${summary}` : "\u2192 (no output)";
+    }
+
+    function note(r, text) {
+      const span = document.createElement("span");
+      span.className = "note";
+      span.textContent = text;
+      r.body.append(span);
+    }
+
+    // --- history -----------------------------------------------------------------------------
+
+    function blocks(content) {
+      if (typeof content === "string") return [{ type: "text", text: content }];
+      return Array.isArray(content) ? content : [];
+    }
+
+    function renderHistory(messages) {
+      ui.messages.replaceChildren();
+      runs.clear();
+      tools.clear();
+      const done = new Set();
+      for (const m of messages) {
+        if (m.run_id) done.add(m.run_id);
+        const parts = blocks(m.content);
+        if (m.role === "user") {
+          const texts = parts.filter((b) => b.type === "text").map((b) => b.text);
+          if (texts.length) userMessage(texts.join("\n\n"));
+          for (const b of parts.filter((p) => p.type === "tool_result")) {
+            const card = tools.get(b.tool_use_id);
+            const out = typeof b.content === "string" ? b.content : JSON.stringify(b.content);
+            if (card) toolResult(card, shorten(out), Boolean(b.is_error));
+          }
+        } else if (m.role === "assistant") {
+          const r = run(m.run_id || `history-${Math.random()}`);
+          for (const b of parts) {
+            if (b.type === "text" && b.text) appendText(r, b.text);
+            if (b.type === "tool_use") {
+              const card = toolCard(r, b.id, b.name);
+              card.args.textContent = shorten(JSON.stringify(b.input || {}));
+              setTool(card, "running", "no result");
+            }
+          }
+        }
+      }
+      ui.messages.scrollTop = ui.messages.scrollHeight;
+      return done;
+    }
+
+    function apply(frame) {
+      const p = frame.payload;
+      switch (frame.event) {
+        case "lifecycle": {
+          const r = run(p.run_id);
+          if (p.phase === "start") {
+            r.el.setAttribute("aria-busy", "true");
+          } else {
+            r.el.setAttribute("aria-busy", "false");
+            if (!r.body.textContent && p.text) appendText(r, p.text);
+            if (p.status && p.status !== "completed") note(r, `Run ${p.status}.`);
+          }
+          break;
+        }
+        case "assistant":
+          appendText(run(p.run_id), p.text);
+          break;
+        case "tool": {
+          const card = toolCard(run(p.run_id), p.call_id, p.tool);
+          if (p.phase === "start") {
+            card.args.textContent = p.summary;
+            setTool(card, "running", "running\u2026");
+          } else if (p.phase === "approval") {
+            setTool(card, "waiting", `approval ${p.status || "pending"}`);
+          } else if (p.phase === "result") {
+            toolResult(card, p.summary, p.is_error);
+          }
+          break;
+        }
+        case "run_error":
+          note(run(p.run_id), `Error: ${p.message}`);
+          break;
+        default:
+          break;
+      }
+    }
+
+    function clear() {
+      list.replaceChildren();
+      runs.clear();
+      tools.clear();
+    }
+
+    return { apply, clear, renderHistory, systemNote, userMessage };
+  };
+})();
