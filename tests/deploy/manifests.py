@@ -38,6 +38,18 @@ ALL_INTERFACES = "0.0.0.0"
 # Model provider settings: optional keys of the Secret, for the service running the LLM loop only.
 MODEL_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "SB_MODEL")
 MODEL_USERS = {"agent"}
+# The chat channels' credentials: optional (a channel is served when its keys are set).
+CHANNEL_KEYS = (
+    "SB_TELEGRAM_BOT_TOKEN",
+    "SB_TELEGRAM_WEBHOOK_SECRET",
+    "SB_SLACK_BOT_TOKEN",
+    "SB_SLACK_SIGNING_SECRET",
+    "SB_DISCORD_BOT_TOKEN",
+    "SB_HOOKS_TOKEN",
+    "SB_HOOKS_MAPPINGS",
+)
+CHANNEL_USERS = {"gateway"}
+OPTIONAL_KEYS = (*MODEL_KEYS, *CHANNEL_KEYS)
 # Compose has no SB_DATABASE_URL variable: it builds the URL from the database's password.
 COMPOSE_SOURCE = {"SB_DATABASE_URL": "POSTGRES_PASSWORD"}
 HARDENED = {
@@ -220,7 +232,7 @@ def parse_env_file(text: str) -> dict[str, str]:
 
 
 # Every key of the generated credentials (`switchboard secrets --k8s`) and the model settings.
-SECRET_KEYS = set(parse_env_file(env_file(database_url=True))) | set(MODEL_KEYS)
+SECRET_KEYS = set(parse_env_file(env_file(database_url=True))) | set(OPTIONAL_KEYS)
 CREDENTIAL_NAME = re.compile(r"PASSWORD|TOKEN|SECRET|API_KEY|DATABASE_URL")
 
 
@@ -233,7 +245,8 @@ def expected_secrets(service: Service) -> dict[str, str]:
 
     Every service its own NATS password; the gRPC service token for whoever serves gRPC or calls
     another service's gRPC; the gateway token for whoever serves a public (HTTP API) port; the
-    database URL for whoever needs PostgreSQL; model settings for the LLM loop.
+    database URL for whoever needs PostgreSQL; model settings for the LLM loop; the chat
+    channels' credentials for the gateway.
     """
     secrets = {"SB_NATS_PASSWORD": natsauth.password_variable(service.name)}
     if service.port("grpc") or service.calls:
@@ -244,6 +257,8 @@ def expected_secrets(service: Service) -> dict[str, str]:
         secrets["SB_DATABASE_URL"] = "SB_DATABASE_URL"
     if service.name in MODEL_USERS:
         secrets.update({key: key for key in MODEL_KEYS})
+    if service.name in CHANNEL_USERS:
+        secrets.update({key: key for key in CHANNEL_KEYS})
     return secrets
 
 

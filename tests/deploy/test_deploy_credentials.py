@@ -23,9 +23,9 @@ from .manifests import (
     INFRASTRUCTURE,
     K8S,
     KUSTOMIZATIONS,
-    MODEL_KEYS,
     NATS_AUTH_FILE,
     NATS_AUTH_MOUNT,
+    OPTIONAL_KEYS,
     ROOT,
     SECRET,
     SERVICES,
@@ -156,7 +156,7 @@ def test_k8s_service_takes_only_its_secrets(service: Service) -> None:
     assert {variable: ref["key"] for variable, ref in refs.items()} == expected_secrets(service)
     for variable, ref in refs.items():
         assert ref["name"] == SECRET, f"{variable}: from {ref['name']}"
-        optional = variable in MODEL_KEYS  # a Secret without model settings still starts
+        optional = variable in OPTIONAL_KEYS  # a Secret without them still starts
         assert ref.get("optional", False) is optional, f"{variable}: optional must be {optional}"
     assert not literal_credentials(container), "credentials must come from the Secret"
     env_from = [source for source in container.get("envFrom", []) if "secretRef" in source]
