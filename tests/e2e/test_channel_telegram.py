@@ -7,6 +7,7 @@ retry_after is waited out; a Bot API down for every attempt dead-letters the rep
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -157,3 +158,40 @@ def test_a_message_is_answered_once_and_failures_are_retried_or_dead_lettered(
     # The bot token never reached the gateway's log.
     log = (services.home / "logs" / "gateway.log").read_text(errors="replace")
     assert tg.token.partition(":")[2] not in log
+
+
+async def inbound_count(nats_url: str) -> int:
+    nc = await nats.connect(nats_url)
+    try:
+        return int((await nc.jetstream().stream_info("INBOUND")).state.messages)
+    finally:
+        await nc.close()
+
+
+def test_a_gateway_killed_between_receipt_and_answer_still_gives_one_run_and_one_reply(
+    services: ServiceProcesses, tg: FakeTelegram, updates: TelegramUpdates
+) -> None:
+    """The update is on INBOUND but Telegram never reads the gateway's answer (SIGKILL): it
+    retries the update on the restarted gateway, and the chat still gets one reply from one
+    run."""
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    nats_url = services.env["SB_NATS_URL"]
+    before = asyncio.run(inbound_count(nats_url))
+    update = updates.message("what time is it?", user=updates.user(7373))
+    body, headers = updates.webhook(update)
+    lines = [f"POST {HOOK} HTTP/1.1", f"Host: 127.0.0.1:{services.http_port}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()] + [f"Content-Length: {len(body)}"]
+    with socket.create_connection(("127.0.0.1", services.http_port), timeout=10) as conn:
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        wait_for(
+            lambda: asyncio.run(inbound_count(nats_url)) > before,
+            timeout=30,
+            what="the update on INBOUND",
+        )
+        services.kill("gateway")  # the answer, if written, is never read
+    services.restart("gateway")
+    post(services, updates, update)  # Telegram's retry
+    wait_for(lambda: tg.sent_to(7373), timeout=60, what="the reply")
+    all_delivered(nats_url)
+    assert len(tg.sent_to(7373)) == 1
+    assert len(llm.calls) == 2  # one run: the tool call, then the text

@@ -86,7 +86,8 @@ class ServiceProcesses:
     def kill(self, name: str) -> None:
         """SIGKILL one service (and its process group), as a crash would."""
         proc = self.procs[name]
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # killed already
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
 
     def restart(self, name: str, timeout: float = 60.0) -> None:
