@@ -108,6 +108,10 @@ class Subjects:
         """Stream/bucket name: the DESIGN names for the default prefix, prefixed otherwise."""
         return base if self.prefix == "sb" else f"{self.prefix.upper()}_{base}"
 
+    def runs_abort(self) -> str:
+        """Where an AbortRun goes (core NATS: every agent replica hears it, the owner acts)."""
+        return f"{self.prefix}.runs.abort"
+
     @property
     def lease_bucket(self) -> str:
         return f"{self.prefix}_lane_leases"

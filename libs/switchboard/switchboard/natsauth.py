@@ -84,6 +84,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
     if service == "gateway":
         publish += [
             f"{p}.inbound.>",
+            s.runs_abort(),
             s.health("*"),
             *_consumer(s, "OUTBOUND"),
             *_kv(s.channel_lease_bucket),
@@ -116,6 +117,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
         ]
         subscribe += [
             f"{p}.lane.>",
+            s.runs_abort(),
             s.tools_result("*"),
             s.tools_update("*"),
             f"{p}.approvals.>",  # wake-ups of waiting runs, and the router's chat decisions

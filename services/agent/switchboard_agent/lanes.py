@@ -30,6 +30,7 @@ from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
+from .aborts import RunningRuns
 from .lease import Lease, Leases
 from .metrics import ACTIVE_LANES, ACTIVE_RUNS, INTERRUPTS, LANE_WAIT_SECONDS, REDELIVERIES
 from .queueing import Batch, PendingItem, RunControl, effective_mode, plan
@@ -112,6 +113,7 @@ class LaneManager:
         self.owned: dict[str, _Lane] = {}
         self.keepalive_s = keepalive_s
         self.saturated = saturated  # every slot of this replica is taken
+        self.running = RunningRuns()  # for aborts on request
 
     async def handle(self, msg: Msg, item: messages_pb2.LaneItem) -> None:
         """Handle one dispatch delivery (the PullWorker NAKs it if this raises)."""
@@ -267,10 +269,11 @@ class LaneManager:
             task = asyncio.create_task(
                 self.runner.run(batch, cursor, control, state.tool_policy, mode)
             )
-            if not mode.interrupts:
-                await task
-                return
-            await self._interruptible(task, control, subject, batch.cover_seq)
+            with self.running.tracking(first.session_key, task, control):
+                if not mode.interrupts:
+                    await _aborted_or_done(task, control)
+                    return
+                await self._interruptible(task, control, subject, batch.cover_seq)
         finally:
             ACTIVE_RUNS.dec()
 
@@ -304,3 +307,14 @@ class LaneManager:
                 await sub.unsubscribe()
             except Exception as exc:  # connection closed: the subscription is gone anyway
                 log.debug("lane unsubscribe failed (%s)", type(exc).__name__)
+
+
+async def _aborted_or_done(task: asyncio.Task[None], control: RunControl) -> None:
+    """Wait for the run; an abort that cancelled it outside the part that handles it ends it
+    here instead of cancelling the lane's handler."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not control.interrupted or (current is not None and current.cancelling()):
+            raise

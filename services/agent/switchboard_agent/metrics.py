@@ -22,3 +22,4 @@ CHAT_DECISIONS = Counter(
 APPROVAL_NOTICES = Counter(
     "sb_agent_approval_notices_total", "Notices of calls waiting for approval", ["outcome"]
 )
+ABORTS = Counter("sb_agent_aborted_runs_total", "Runs aborted on request (WebChat's abort)")

@@ -101,6 +101,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             concurrency=settings.agent_max_concurrent_runs,
             ack_wait=LANE_ACK_WAIT_S,
         )
+        await lanes.running.listen(rt.nc, rt.subjects)
         lanes.saturated = lambda: worker.saturated
         gate.while_waiting = worker.lend_slot
         log.info("agent ready")

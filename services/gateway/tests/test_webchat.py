@@ -6,13 +6,16 @@ and a token holds at most SB_MAX_STREAMS_PER_TOKEN sockets."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from nats.aio.msg import Msg
 
+from switchboard.v1 import messages_pb2
 from switchboard_gateway import auth, webchat
 
 from .webchat_client import WebChatGateway, eventually, webchat_gateway
@@ -136,8 +139,6 @@ async def test_bad_frames_get_errors_and_the_socket_stays_open(wg: WebChatGatewa
         assert odd["error"]["code"] == "invalid_params"
         again = await client.request("connect", token=wg.token)
         assert again["error"]["code"] == "already_connected"
-        aborted = await client.request("abort")
-        assert aborted["error"]["code"] == "not_supported"
         fine = await client.request("send", text="still here")
         assert fine["ok"], fine
     assert [m.text for _, _, m in await wg.gw.inbound()] == ["still here"]
@@ -183,3 +184,28 @@ async def test_a_socket_ends_at_its_lifetime(nats_url: str, tmp_path: Path) -> N
         wg.connected() as (client, _),
     ):
         assert await client.closed() == 4000
+
+
+async def test_abort_asks_the_agent_to_interrupt_the_sessions_run(wg: WebChatGateway) -> None:
+    """An AbortRun for the connection's session (or the one named) goes to sb.runs.abort,
+    where the agent replica running it interrupts it (tests/e2e/test_webchat_abort.py)."""
+    got: asyncio.Queue[messages_pb2.AbortRun] = asyncio.Queue()
+
+    async def on_abort(msg: Msg) -> None:
+        got.put_nowait(messages_pb2.AbortRun.FromString(msg.data))
+
+    sub = await wg.gw.rt.nc.subscribe("sb.runs.abort", cb=on_abort)
+    try:
+        async with wg.connected(session="s1") as (client, _):
+            aborted = await client.request("abort")
+            assert aborted["ok"], aborted
+            assert aborted["payload"]["status"] == "requested"
+            other = await client.request("abort", session="s2")
+            assert other["payload"]["session_key"].endswith(":webchat:s2")
+        first = await asyncio.wait_for(got.get(), 10)
+        second = await asyncio.wait_for(got.get(), 10)
+    finally:
+        await sub.unsubscribe()
+    assert first.session_key == aborted["payload"]["session_key"]
+    assert first.session_key.endswith(":webchat:s1") and first.requested_by == "webchat"
+    assert second.session_key.endswith(":webchat:s2")

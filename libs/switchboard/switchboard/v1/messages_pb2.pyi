@@ -231,3 +231,11 @@ class OutboundMessage(_message.Message):
     reply_context: _containers.ScalarMap[str, str]
     media: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., media: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AbortRun(_message.Message):
+    __slots__ = ("session_key", "requested_by")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    requested_by: str
+    def __init__(self, session_key: _Optional[str] = ..., requested_by: _Optional[str] = ...) -> None: ...

@@ -1,6 +1,6 @@
 """The methods a connected socket may call: ``send`` (a message into its session), ``history``
-(the session's transcript, from the agent's Sessions gRPC) and ``abort`` (not supported: the
-agent has no abort or interrupt API the gateway can reach)."""
+(the session's transcript, from the agent's Sessions gRPC) and ``abort`` (an ``AbortRun`` on
+``sb.runs.abort``: the agent replica running the session interrupts its run)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import json
 from dataclasses import dataclass
 
 import grpc
+import nats
 
+from switchboard import bus
 from switchboard.sessions import direct_key
-from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
+from switchboard.v1 import messages_pb2, sessions_pb2, sessions_pb2_grpc
 
 from ..config import GatewaySettings
 from ..conversations import BusUnavailable, Conversations, Outgoing
@@ -90,13 +92,19 @@ class Methods:
             ],
         )
 
-    async def abort(self, params: AbortParams) -> protocol.Frame:
-        raise MethodError(
-            protocol.NOT_SUPPORTED,
-            "Aborting a run is not supported: the agent has no abort API the gateway can "
-            "reach yet. A run ends on its own; with the session's queue mode 'interrupt' a "
-            "newer message aborts the running one.",
-        )
+    async def abort(self, params: AbortParams) -> protocol.AbortResult:
+        session = params.session or self.session
+        key = session_key(self.agent, session)
+        request = messages_pb2.AbortRun(session_key=key, requested_by=CHANNEL)
+        try:
+            await bus.core_publish(
+                self.conversations.nc, self.conversations.subjects.runs_abort(), request
+            )
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise MethodError(
+                protocol.UNAVAILABLE, "The message bus is not available; try again shortly."
+            ) from exc
+        return protocol.AbortResult(session=session, session_key=key)
 
 
 def _method_error(exc: ApiError) -> MethodError:

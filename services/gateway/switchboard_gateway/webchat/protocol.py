@@ -31,7 +31,6 @@ UNKNOWN_METHOD = "unknown_method"
 INVALID_PARAMS = "invalid_params"
 ALREADY_CONNECTED = "already_connected"
 TOO_MUCH_TEXT = "too_much_text"
-NOT_SUPPORTED = "not_supported"
 UNAVAILABLE = "unavailable"
 TIMEOUT = "timeout"
 INVALID_REQUEST = "invalid_request"
@@ -128,6 +127,14 @@ class SendResult(Frame):
     session: str
     session_key: str
     status: Literal["queued"] = "queued"
+
+
+class AbortResult(Frame):
+    session: str
+    session_key: str
+    # Requested: the replica running the session's lane interrupts its run, if one runs; the
+    # run's lifecycle end event (stop_reason "interrupted") follows on the socket.
+    status: Literal["requested"] = "requested"
 
 
 class HistoryMessage(Frame):
