@@ -54,7 +54,7 @@ async def test_connect_then_send_publishes_a_webchat_message(wg: WebChatGateway)
         session = hello["session"]
         assert hello["session_key"] == f"main:webchat:{session}"
         assert (hello["seq"], hello["resumed"], hello["replayed"]) == (0, False, 0)
-        assert set(hello["methods"]) == {"connect", "send", "history", "abort"}
+        assert set(hello["methods"]) == {"connect", "send", "history", "abort", "decide"}
         first = await client.request("send", text="hello there")
         second = await client.request("send", text="hello there")
     assert first["ok"] and second["ok"], (first, second)
@@ -209,3 +209,17 @@ async def test_abort_asks_the_agent_to_interrupt_the_sessions_run(wg: WebChatGat
     assert first.session_key == aborted["payload"]["session_key"]
     assert first.session_key.endswith(":webchat:s1") and first.requested_by == "webchat"
     assert second.session_key.endswith(":webchat:s2")
+
+
+async def test_decide_checks_its_parameters_and_says_when_the_agent_is_away(
+    wg: WebChatGateway,
+) -> None:
+    """(The approval itself, through the tool card's button: tests/e2e/test_webchat_approval.py.)
+    No agent listens in this harness: a well-formed decision is answered ``unavailable``."""
+    async with wg.connected() as (client, _):
+        bad = await client.request("decide", approval_id="ap 1", decision="approve")
+        assert bad["error"]["code"] == "invalid_params"
+        odd = await client.request("decide", approval_id="ap_1", decision="maybe")
+        assert odd["error"]["code"] == "invalid_params"
+        away = await client.request("decide", approval_id="ap_1", decision="deny")
+        assert away["error"]["code"] == "unavailable", away

@@ -187,7 +187,11 @@ class Connection:
             resumed = params.last_seq is not None and attached.gap is None
             await self.greet(request_id, session, key, attached, resumed)
             methods = Methods(
-                self.settings, self.app.state.conversations, self.app.state.sessions, session
+                self.settings,
+                self.app.state.conversations,
+                self.app.state.sessions,
+                session,
+                self.app.state.approvals,
             )
             await self.follow(attached.listener, methods)
         except GONE:
@@ -269,6 +273,8 @@ class Connection:
                 result: protocol.Frame = await methods.send(params)
             elif isinstance(params, protocol.HistoryParams):
                 result = await methods.history(params)
+            elif isinstance(params, protocol.DecideParams):
+                result = await methods.decide(params)
             else:
                 assert isinstance(params, protocol.AbortParams)
                 result = await methods.abort(params)

@@ -12,13 +12,19 @@ import nats
 
 from switchboard import bus
 from switchboard.sessions import direct_key
-from switchboard.v1 import messages_pb2, sessions_pb2, sessions_pb2_grpc
+from switchboard.v1 import (
+    approvals_pb2,
+    approvals_pb2_grpc,
+    messages_pb2,
+    sessions_pb2,
+    sessions_pb2_grpc,
+)
 
 from ..config import GatewaySettings
 from ..conversations import BusUnavailable, Conversations, Outgoing
 from ..errors import ApiError, agent_error
 from . import protocol
-from .protocol import AbortParams, HistoryParams, SendParams
+from .protocol import AbortParams, DecideParams, HistoryParams, SendParams
 
 CHANNEL = "webchat"
 OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}  # the agent's own refusals (sessions_api)
@@ -45,6 +51,7 @@ class Methods:
     conversations: Conversations
     sessions: sessions_pb2_grpc.SessionsStub
     session: str  # the connection's session (the one whose events it follows)
+    approvals: approvals_pb2_grpc.ApprovalsStub | None = None
 
     @property
     def agent(self) -> str:
@@ -105,6 +112,35 @@ class Methods:
                 protocol.UNAVAILABLE, "The message bus is not available; try again shortly."
             ) from exc
         return protocol.AbortResult(session=session, session_key=key)
+
+    async def decide(self, params: DecideParams) -> protocol.DecideResult:
+        if self.approvals is None:
+            raise MethodError(protocol.UNAVAILABLE, "Approvals are not available here.")
+        return await _decide(self.approvals, params)
+
+
+async def _decide(
+    approvals: approvals_pb2_grpc.ApprovalsStub, params: DecideParams
+) -> protocol.DecideResult:
+    """A WebChat user holds the gateway token: an operator, who may decide any approval (as
+    with ``POST /api/approvals/{id}``)."""
+    try:
+        row = await approvals.Decide(
+            approvals_pb2.DecideApprovalRequest(
+                approval_id=params.approval_id,
+                approve=params.decision == "approve",
+                decided_by=CHANNEL,
+                reason=params.reason,
+            ),
+            timeout=5.0,
+        )
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            raise MethodError(protocol.NOT_FOUND, f"No approval {params.approval_id!r}.") from exc
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            raise MethodError(protocol.ALREADY_DECIDED, "That call was decided already.") from exc
+        raise _method_error(agent_error(exc, "Approvals.Decide", {})) from exc
+    return protocol.DecideResult(approval_id=row.approval_id, status=row.status, tool=row.tool)
 
 
 def _method_error(exc: ApiError) -> MethodError:

@@ -32,6 +32,8 @@ INVALID_PARAMS = "invalid_params"
 ALREADY_CONNECTED = "already_connected"
 TOO_MUCH_TEXT = "too_much_text"
 UNAVAILABLE = "unavailable"
+NOT_FOUND = "not_found"
+ALREADY_DECIDED = "already_decided"
 TIMEOUT = "timeout"
 INVALID_REQUEST = "invalid_request"
 
@@ -74,11 +76,20 @@ class AbortParams(Frame):
     session: SessionId | None = None
 
 
+class DecideParams(Frame):
+    """Approve or deny a tool call waiting in a run (the tool card's buttons)."""
+
+    approval_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")
+    decision: Literal["approve", "deny"]
+    reason: str = Field(default="", max_length=2000)
+
+
 PARAMS: dict[str, type[Frame]] = {
     "connect": ConnectParams,
     "send": SendParams,
     "history": HistoryParams,
     "abort": AbortParams,
+    "decide": DecideParams,
 }
 
 
@@ -135,6 +146,12 @@ class AbortResult(Frame):
     # Requested: the replica running the session's lane interrupts its run, if one runs; the
     # run's lifecycle end event (stop_reason "interrupted") follows on the socket.
     status: Literal["requested"] = "requested"
+
+
+class DecideResult(Frame):
+    approval_id: str
+    status: str  # approved | denied
+    tool: str
 
 
 class HistoryMessage(Frame):

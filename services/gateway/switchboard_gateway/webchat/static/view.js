@@ -5,7 +5,8 @@
 
   const SUMMARY_CHARS = 200;
 
-  window.createWebChatView = (list) => {
+  // onDecide(approvalId, "approve" | "deny") -> Promise: the tool card's approval buttons.
+  window.createWebChatView = (list, onDecide) => {
     const runs = new Map(); // run id -> {el, body, text}
     const tools = new Map(); // call id -> card elements
     const ui = { messages: list };
@@ -117,6 +118,36 @@
       card.result.textContent = summary ? `\u2192 ${summary}` : "\u2192 (no output)";
     }
 
+    function approvalButtons(card, approvalId, status) {
+      if (card.decide) card.decide.remove();
+      card.decide = null;
+      const waiting = !status || status === "awaiting_approval" || status === "pending";
+      if (!waiting || !approvalId || !onDecide) return;
+      const row = document.createElement("div");
+      row.className = "tool-decide";
+      const problem = document.createElement("span");
+      problem.className = "note";
+      for (const [decision, label] of [["approve", "Approve"], ["deny", "Deny"]]) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.textContent = label;
+        button.dataset.decision = decision;
+        button.addEventListener("click", async () => {
+          for (const b of row.querySelectorAll("button")) b.disabled = true;
+          try {
+            await onDecide(approvalId, decision);
+          } catch (err) {
+            problem.textContent = err.message;
+            for (const b of row.querySelectorAll("button")) b.disabled = false;
+          }
+        });
+        row.append(button);
+      }
+      row.append(problem);
+      card.decide = row;
+      card.el.append(row);
+    }
+
     function note(r, text) {
       const span = document.createElement("span");
       span.className = "note";
@@ -187,6 +218,7 @@
             setTool(card, "running", "running\u2026");
           } else if (p.phase === "approval") {
             setTool(card, "waiting", `approval ${p.status || "pending"}`);
+            approvalButtons(card, p.approval_id, p.status);
           } else if (p.phase === "result") {
             toolResult(card, p.summary, p.is_error);
           }

@@ -21,7 +21,9 @@
     newChat: $("new-chat"),
     signOut: $("sign-out"),
   };
-  const view = window.createWebChatView(ui.messages);
+  const view = window.createWebChatView(ui.messages, (approvalId, decision) =>
+    request("decide", { approval_id: approvalId, decision }),
+  );
 
   const state = {
     ws: null,
