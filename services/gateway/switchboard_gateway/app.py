@@ -101,15 +101,19 @@ def add_system_readiness(
 
 
 def create_app(
-    settings: GatewaySettings, rt: ServiceRuntime, channels: dict[str, ChannelAdapter]
+    settings: GatewaySettings,
+    rt: ServiceRuntime,
+    channels: dict[str, ChannelAdapter],
+    typing: Typing | None = None,
 ) -> FastAPI:
-    """The gateway's API; ``channels``: the chat channels whose webhooks it serves."""
+    """The gateway's API; ``channels``: the chat channels whose webhooks it serves; ``typing``:
+    their typing indicators (made here when not given)."""
     callees = registry.get(rt.name).calls
     token = settings.service_token.get_secret_value()
     grpc_channels = {name: rpc.channel(settings.address(name), token) for name in callees}
     agent = grpc_channels["agent"]
 
-    typing = Typing(rt.nc, rt.subjects)
+    typing = typing or Typing(rt.nc, rt.subjects)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

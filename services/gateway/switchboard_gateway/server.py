@@ -14,6 +14,7 @@ from switchboard.runtime import ServiceRuntime
 
 from .app import create_app
 from .channels import configured_adapters
+from .channels.typing import Typing
 from .config import GatewaySettings
 from .delivery import Delivery
 
@@ -27,10 +28,12 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
         )
     async with ServiceRuntime(registry.get("gateway"), settings, stop) as rt:
         channels = configured_adapters(settings)
+        typing = Typing(rt.nc, rt.subjects)
         for adapter in channels.values():
+            typing.follow(adapter)
             await adapter.start(rt)
             rt.stack.push_async_callback(adapter.close)
-        app = create_app(settings, rt, channels)
+        app = create_app(settings, rt, channels, typing)
         delivery = Delivery(
             channels,
             concurrency=settings.outbound_concurrency,

@@ -13,6 +13,7 @@ from fastapi.routing import iter_route_contexts
 
 from switchboard.v1 import messages_pb2
 from switchboard_gateway.app import create_app
+from switchboard_gateway.channels.typing import Typing
 
 from .gateway_harness import Gateway, client_on, started
 
@@ -177,3 +178,22 @@ async def test_typing_shows_while_a_run_answers_a_webhook_message(gw: Gateway) -
     await lifecycle("r-41", "start", "41")
     await eventually(lambda: len(gw.fake.typed) == 2, "typing for 41")
     assert gw.fake.typed == [("acct1", "u42"), ("acct1", "g1")]
+
+
+def test_typing_follows_the_adapters_that_publish_themselves(gw: Gateway) -> None:
+    """An adapter that publishes on its own (polling, a gateway connection) gets an
+    ``on_published`` hook from Typing.follow; a webhook-only adapter is left alone."""
+
+    class Polling:
+        name = "pollchat"
+        on_published: Callable[[messages_pb2.InboundMessage], None] | None = None
+
+    polling, webhook_only = Polling(), gw.fake
+    typing: Typing = gw.app.state.typing
+    typing.follow(polling)  # type: ignore[arg-type]
+    typing.follow(webhook_only)
+    assert polling.on_published is not None
+    assert not hasattr(webhook_only, "on_published")
+    message = messages_pb2.InboundMessage(message_id="p-1", account="a", chat={"id": "c"})
+    polling.on_published(message)
+    assert "p-1" in typing._expected

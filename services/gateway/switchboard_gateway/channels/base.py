@@ -8,9 +8,9 @@ An adapter is one file in this package; the gateway serves its webhook at
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
@@ -109,3 +109,15 @@ class ChannelAdapter(Protocol):
     async def send(self, account: str, message: PlatformMessage) -> None:
         """Make one call; :class:`RetryLater` or :class:`Undeliverable` when it fails."""
         ...
+
+
+OnPublished = Callable[[messages_pb2.InboundMessage], None]
+
+
+@runtime_checkable
+class PublishesItself(Protocol):
+    """An adapter that publishes inbound messages itself (Telegram's polling, Discord's
+    gateway connection) rather than through the webhook route: the gateway sets
+    ``on_published`` before ``start`` to learn of each one (typing indicators)."""
+
+    on_published: OnPublished | None

@@ -39,6 +39,7 @@ from .base import (
     ChannelAdapter,
     Inbound,
     InboundRequest,
+    OnPublished,
     PlatformMessage,
     RetryLater,
     Unauthorized,
@@ -96,6 +97,7 @@ class DiscordAdapter:
         self._client: httpx.AsyncClient | None = None
         self.gateway = gateway  # hold the gateway connection (under a lease) when started
         self._gateway: LeasedWork | None = None
+        self.on_published: OnPublished | None = None  # gateway-connection messages (typing)
         self.connection: DiscordGatewayConnection | None = None
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
         # Channels where an interaction's response shows "<bot> is thinking..." (until the
@@ -118,7 +120,11 @@ class DiscordAdapter:
             )
         if self.gateway and rt is not None and self._gateway is None:
             self._gateway, self.connection = await start_gateway(
-                rt, self._token, lambda: self._client, account=ACCOUNT
+                rt,
+                self._token,
+                lambda: self._client,
+                account=ACCOUNT,
+                on_published=self.on_published,
             )
 
     async def close(self) -> None:

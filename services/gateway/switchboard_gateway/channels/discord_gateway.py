@@ -46,7 +46,7 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 from ..conversations import Conversations
-from .base import ChannelError
+from .base import ChannelError, OnPublished
 from .discord_events import parse_message
 from .lease import ChannelLease, LeasedWork, lease_key
 
@@ -270,12 +270,19 @@ async def start_gateway(
     *,
     account: str = "default",
     retry_s: float = 3.0,
+    on_published: OnPublished | None = None,
 ) -> tuple[LeasedWork, DiscordGatewayConnection]:
     """The connection running on this replica whenever it holds the account's lease
-    (``stop()`` the work on close)."""
-    connection = DiscordGatewayConnection(
-        token, http, Conversations(rt.nc, rt.js, rt.subjects).publish, account=account
-    )
+    (``stop()`` the work on close); ``on_published`` hears of each message it published."""
+    conversations = Conversations(rt.nc, rt.js, rt.subjects)
+
+    async def publish(message: messages_pb2.InboundMessage) -> bool:
+        new = await conversations.publish(message)
+        if on_published is not None:
+            on_published(message)
+        return new
+
+    connection = DiscordGatewayConnection(token, http, publish, account=account)
     kv = await rt.js.key_value(rt.subjects.channel_lease_bucket)
     work = LeasedWork(
         kv,

@@ -35,6 +35,7 @@ from .base import (
     ChannelAdapter,
     Inbound,
     InboundRequest,
+    OnPublished,
     PlatformMessage,
     RetryLater,
     Unauthorized,
@@ -96,6 +97,7 @@ class TelegramAdapter:
         self.bot = BotInfo.from_token(bot_token)  # the username comes with getMe at start
         self._init_task: asyncio.Task[None] | None = None
         self._polling: Polling | None = None  # polling mode (helper telegram-poll)
+        self.on_published: OnPublished | None = None  # polled messages (typing), base.py
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
 
     def __repr__(self) -> str:  # never the token or the secret
@@ -115,7 +117,9 @@ class TelegramAdapter:
             self._init_task = asyncio.create_task(self._introduce_later(), name="telegram-init")
         # --- polling mode (helper telegram-poll): getUpdates on the replica holding the lease
         if self.mode == "polling" and rt is not None and self.settings is not None:
-            self._polling = await start_polling(rt, self.settings, self, self.parse_update)
+            self._polling = await start_polling(
+                rt, self.settings, self, self.parse_update, on_published=self.on_published
+            )
 
     async def _introduce(self) -> None:
         try:

@@ -1,10 +1,11 @@
 """Showing "typing..." in a chat while the agent answers a message this replica received.
 
-A webhook's messages are remembered (``expect``) with their chat for ``remember_s``. When the
-agent's ``lifecycle start`` event names one of them (``message_ids``), the chat's adapter is
-asked to show typing, again every ``interval_s`` (platforms drop the indicator after ~5 s),
-until the run's ``lifecycle end`` or ``max_s``. A message the router refused never starts a
-run, so its sender sees nothing. Best effort: a failed typing call is logged and ignored.
+A webhook's messages (and those an adapter publishes itself: ``follow``) are remembered
+(``expect``) with their chat for ``remember_s``. When the agent's ``lifecycle start`` event
+names one of them (``message_ids``), the chat's adapter is asked to show typing, again every
+``interval_s`` (platforms drop the indicator after ~5 s), until the run's ``lifecycle end`` or
+``max_s``. A message the router refused never starts a run, so its sender sees nothing.
+Best effort: a failed typing call is logged and ignored.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from nats.aio.subscription import Subscription
 from switchboard import bus
 from switchboard.v1 import messages_pb2
 
-from .base import ChannelAdapter
+from .base import ChannelAdapter, PublishesItself
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,12 @@ class Typing:
         for task in self._runs.values():
             task.cancel()
         self._runs.clear()
+
+    def follow(self, adapter: ChannelAdapter) -> None:
+        """Hear of the messages ``adapter`` publishes itself (polling, a gateway connection);
+        call before the adapter starts. The webhook route calls ``expect`` for the others."""
+        if isinstance(adapter, PublishesItself):
+            adapter.on_published = lambda message: self.expect(adapter, message)
 
     def expect(self, adapter: ChannelAdapter, message: messages_pb2.InboundMessage) -> None:
         now = time.monotonic()
