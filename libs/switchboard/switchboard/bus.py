@@ -108,6 +108,10 @@ class Subjects:
         """Stream/bucket name: the DESIGN names for the default prefix, prefixed otherwise."""
         return base if self.prefix == "sb" else f"{self.prefix.upper()}_{base}"
 
+    def deadletter(self, kind: str, channel: str) -> str:
+        """Where an undeliverable ``kind`` (``outbound``) of ``channel`` is kept."""
+        return f"{self.prefix}.deadletter.{kind}.{channel}"
+
     def runs_abort(self) -> str:
         """Where an AbortRun goes (core NATS: every agent replica hears it, the owner acts)."""
         return f"{self.prefix}.runs.abort"
@@ -192,6 +196,14 @@ def stream_configs(s: Subjects) -> list[StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_age=HOUR,
             storage=file,
+        ),
+        StreamConfig(  # what could not be delivered, kept for an operator (a week)
+            name=s.stream("DEADLETTER"),
+            subjects=[f"{s.prefix}.deadletter.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * 24 * HOUR,
+            storage=file,
+            duplicate_window=600.0,
         ),
     ]
 

@@ -84,6 +84,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
     if service == "gateway":
         publish += [
             f"{p}.inbound.>",
+            f"{p}.deadletter.outbound.>",
             s.runs_abort(),
             s.health("*"),
             *_consumer(s, "OUTBOUND"),

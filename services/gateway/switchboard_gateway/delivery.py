@@ -2,7 +2,7 @@
 channel that has an adapter (``deliver-<channel>``, shared by the gateway replicas): each part
 is formatted and sent by the channel's adapter, then acknowledged; a platform that asks to wait
 gets the part again after its ``retry_after``; after ``max_attempts`` a part is dead-lettered
-(terminated, counted and logged).
+(terminated, counted, logged and kept on the DEADLETTER stream).
 
 Never twice: each platform message of a part, once sent, is marked in the KV bucket
 ``sb_outbound_sent`` (``<channel>.<hash of run id and part>.<index>``), and a redelivered part
@@ -18,11 +18,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -47,11 +50,14 @@ class Delivery:
         self.concurrency = concurrency
         self.max_attempts = max_attempts
         self.sent: KeyValue | None = None
+        self.js: JetStreamContext | None = None
+        self.subjects = bus.Subjects()
         self.order_wait_s = order_wait_s
 
     async def start(self, rt: ServiceRuntime) -> None:
         if self.adapters:
             self.sent = await rt.js.key_value(rt.subjects.outbound_sent_bucket)
+            self.js, self.subjects = rt.js, rt.subjects
         for name, adapter in self.adapters.items():
 
             async def deliver(
@@ -86,7 +92,7 @@ class Delivery:
             await self._retry(adapter, msg, part, exc.reason, exc.retry_after_s)
             return
         except Undeliverable as exc:
-            self._dead_letter(adapter, part, str(exc))
+            await self._dead_letter(adapter, part, str(exc), attempt)
             await self._mark_sent(self._sent_key(adapter.name, part, SETTLED))
             await msg.term()
             return
@@ -152,18 +158,32 @@ class Delivery:
         delay_s: float,
     ) -> None:
         if msg.metadata.num_delivered >= self.max_attempts:
-            self._dead_letter(adapter, part, f"still failing: {reason}")
+            await self._dead_letter(
+                adapter, part, f"still failing: {reason}", msg.metadata.num_delivered
+            )
             await msg.term()
             return
         OUTBOUND.labels(adapter.name, "retry").inc()
         await msg.nak(delay=delay_s)
 
-    def _dead_letter(
-        self, adapter: ChannelAdapter, part: messages_pb2.OutboundMessage, why: str
+    async def _dead_letter(
+        self, adapter: ChannelAdapter, part: messages_pb2.OutboundMessage, why: str, attempts: int
     ) -> None:
+        """Counted, logged, and kept on the DEADLETTER stream (``sb.deadletter.outbound.
+        <channel>``) for an operator; the part then leaves OUTBOUND."""
         OUTBOUND.labels(adapter.name, "dead_letter").inc()
         log.error(
             "reply part not delivered: %s",
             why,
             extra={"channel": adapter.name, "run_id": part.run_id, "part": part.part},
         )
+        if self.js is None:
+            return
+        letter = messages_pb2.DeadLetter(
+            part=part, reason=why[:500], attempts=attempts, at_ms=int(time.time() * 1000)
+        )
+        subject = self.subjects.deadletter("outbound", bus.subject_token(adapter.name))
+        try:
+            await bus.js_publish(self.js, subject, letter, msg_id=f"{part.run_id}:{part.part}")
+        except Exception:  # NATS away: the count and the log line above remain
+            log.warning("could not keep a dead letter on the stream", exc_info=True)

@@ -71,6 +71,17 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
         await asyncio.sleep(0.02)
 
 
+async def dead_letters(gw: Gateway) -> list[tuple[str, messages_pb2.DeadLetter]]:
+    """What the DEADLETTER stream holds: (subject, letter)."""
+    name = gw.rt.subjects.stream("DEADLETTER")
+    info = await gw.rt.js.stream_info(name)
+    found = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1 if info.state.messages else 0):
+        raw = await gw.rt.js.get_msg(name, seq)
+        found.append((raw.subject, messages_pb2.DeadLetter.FromString(raw.data or b"")))
+    return found
+
+
 async def in_stream(gw: Gateway) -> int:
     """How many parts OUTBOUND still holds."""
     info = await gw.rt.js.stream_info(gw.rt.subjects.stream("OUTBOUND"))
@@ -170,6 +181,10 @@ async def test_a_part_that_keeps_failing_is_dead_lettered_after_max_attempts(
     [record] = [r for r in caplog.records if r.name == DELIVERY_LOG]
     assert record.getMessage() == "reply part not delivered: still failing: 503 from the platform"
     assert (record.__dict__["channel"], record.__dict__["run_id"]) == ("fakechat", "run-doomed")
+    [(subject, letter)] = await dead_letters(gw)
+    assert subject == "sb.deadletter.outbound.fakechat"
+    assert (letter.part.run_id, letter.part.text) == ("run-doomed", "doomed")
+    assert (letter.reason, letter.attempts) == ("still failing: 503 from the platform", 3)
 
 
 async def test_an_undeliverable_part_is_dead_lettered_at_once(
@@ -188,6 +203,8 @@ async def test_an_undeliverable_part_is_dead_lettered_at_once(
     assert [r.getMessage() for r in caplog.records if r.name == DELIVERY_LOG] == [
         "reply part not delivered: chat not found"
     ]
+    [(_, letter)] = await dead_letters(gw)
+    assert (letter.part.text, letter.reason, letter.attempts) == ("gone", "chat not found", 1)
 
 
 async def test_a_part_whose_send_raises_something_else_is_still_dead_lettered(

@@ -239,3 +239,15 @@ class AbortRun(_message.Message):
     session_key: str
     requested_by: str
     def __init__(self, session_key: _Optional[str] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("part", "reason", "attempts", "at_ms")
+    PART_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    part: OutboundMessage
+    reason: str
+    attempts: int
+    at_ms: int
+    def __init__(self, part: _Optional[_Union[OutboundMessage, _Mapping]] = ..., reason: _Optional[str] = ..., attempts: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
