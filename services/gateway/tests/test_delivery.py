@@ -78,7 +78,7 @@ async def dead_letters(gw: Gateway) -> list[tuple[str, messages_pb2.DeadLetter]]
     found = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1 if info.state.messages else 0):
         raw = await gw.rt.js.get_msg(name, seq)
-        found.append((raw.subject, messages_pb2.DeadLetter.FromString(raw.data or b"")))
+        found.append((str(raw.subject), messages_pb2.DeadLetter.FromString(raw.data or b"")))
     return found
 
 
