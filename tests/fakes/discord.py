@@ -43,12 +43,12 @@ from tests.fakes.discord_rest import (
     ApiCall,
     Interaction,
     Message,
-    ServerThread,
     message_json,
     message_object,
     rate_limited,
 )
 from tests.fakes.discord_ws import FakeGateway
+from tests.fakes.server_thread import ServerThread
 
 __all__ = ["ApiCall", "DiscordInteractions", "FakeDiscord", "Interaction", "Message"]
 

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-import uvicorn
-from starlette.types import ASGIApp
 
 TEXT_LIMIT = 2000
 ERRORS: dict[tuple[int, str], tuple[str, int]] = {  # (status, route kind) -> (message, code)
@@ -127,44 +121,3 @@ def too_long() -> dict[str, Any]:
         "code": 50035,
         "errors": {"content": {"_errors": [detail]}},
     }
-
-
-class ServerThread:
-    """``app`` served on 127.0.0.1 (a free port) by uvicorn in a daemon thread."""
-
-    def __init__(self, app: ASGIApp, name: str) -> None:
-        self.app, self.name = app, name
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> int:
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            http="h11",
-        )
-        server = self._server = uvicorn.Server(config)
-        # IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets (see tests/fakes/llm.py).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name=self.name, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} failed to start")
-            time.sleep(0.01)
-        return port
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import socket
 import threading
 import time
 import urllib.parse
@@ -29,12 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.fakes.server_thread import ServerThread
 from tests.fakes.slack_events import SlackEvents
 
 __all__ = ["ApiCall", "FakeSlack", "Post", "SlackEvents"]
@@ -93,9 +92,8 @@ class FakeSlack:
         self._failures: list[_Failure] = []
         self._seq = 0
         self._cond = threading.Condition()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
         self.app = Starlette(routes=[Route("/api/{method}", self._api, methods=["POST"])])
+        self._server = ServerThread(self.app, "fake-slack")
 
     @property
     def base_url(self) -> str:
@@ -212,37 +210,11 @@ class FakeSlack:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> FakeSlack:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            http="h11",
-            timeout_graceful_shutdown=2,
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="fake-slack", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake Slack failed to start")
-            time.sleep(0.005)
+        self.port = self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None
+        self._server.stop()
 
     def __enter__(self) -> FakeSlack:
         return self.start()

@@ -24,21 +24,19 @@ in :mod:`tests.fakes.telegram_updates`).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.fakes.server_thread import ServerThread
 from tests.fakes.telegram_wire import (
     ApiCall,
     HtmlError,
@@ -85,12 +83,11 @@ class FakeTelegram:
         self._always: dict[str, Refused] = {}
         self._ids: dict[int, itertools.count[int]] = {}
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
         self.app = Starlette(
             routes=[Route("/bot{token}/{method}", self._api, methods=["GET", "POST"])]
         )
+        self._server = ServerThread(self.app, "fake-telegram")
 
     @property
     def base_url(self) -> str:
@@ -275,33 +272,11 @@ class FakeTelegram:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> FakeTelegram:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", http="h11"
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
-            name="fake-telegram",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake Telegram failed to start")
-            time.sleep(0.005)
+        self.port = self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None
+        self._server.stop()
 
     def __enter__(self) -> FakeTelegram:
         return self.start()

@@ -30,18 +30,17 @@ import asyncio
 import contextlib
 import itertools
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.fakes.server_thread import ServerThread
 from tests.fakes.telegram_wire import Refused, error_response, ok, params_of
 
 WEBHOOK_ACTIVE = (
@@ -81,11 +80,17 @@ class FakeTelegramUpdates:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._arrived: asyncio.Event | None = None
         self._waiting: _Poll | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
         self.app = Starlette(
             routes=[Route("/bot{token}/{method}", self._api, methods=["GET", "POST"])]
+        )
+        # force_exit: long polls and black holes do not end by themselves
+        self._server = ServerThread(
+            self.app,
+            "fake-telegram-updates",
+            on_loop=self._on_loop,
+            force_exit=True,
+            graceful_s=1.0,
         )
 
     @property
@@ -246,45 +251,15 @@ class FakeTelegramUpdates:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> FakeTelegramUpdates:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            http="h11",
-            timeout_graceful_shutdown=1,
-        )
-        server = self._server = uvicorn.Server(config)
-
-        def run() -> None:
-            asyncio.run(self._serve(server, sock))
-
-        self._thread = threading.Thread(target=run, name="fake-telegram-updates", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake Telegram failed to start")
-            time.sleep(0.005)
+        self.port = self._server.start()
         return self
 
-    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
+    async def _on_loop(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._arrived = asyncio.Event()
-        await server.serve(sockets=[sock])
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True  # long polls and black holes do not end by themselves
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None
+        self._server.stop()
 
     def __enter__(self) -> FakeTelegramUpdates:
         return self.start()

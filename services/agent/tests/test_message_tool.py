@@ -29,6 +29,7 @@ from switchboard_agent.toolgate import ToolGate, ToolRules
 from switchboard_agent.toolphase import run_tools
 from switchboard_agent.tools_client import CallRequest, ToolDispatcher
 from switchboard_agent.turn import Turn
+from tests.support.streams import stored as stream_messages
 
 SUBJECTS = bus.Subjects()
 STREAM = SUBJECTS.stream("OUTBOUND")
@@ -73,13 +74,8 @@ def ctx(item: messages_pb2.LaneItem, run_id: str = "run_a") -> LocalContext:
 
 async def stored(js: JetStreamContext) -> list[tuple[str, str, messages_pb2.OutboundMessage]]:
     """(subject, Nats-Msg-Id, part) of every message in OUTBOUND."""
-    state = (await js.stream_info(STREAM)).state
-    out = []
-    for seq in range(state.first_seq, state.last_seq + 1) if state.messages else []:
-        raw = await js.get_msg(STREAM, seq)
-        part = messages_pb2.OutboundMessage.FromString(raw.data or b"")
-        out.append((raw.subject or "", (raw.headers or {}).get(bus.MSG_ID, ""), part))
-    return out
+    found = await stream_messages(js, STREAM, messages_pb2.OutboundMessage)
+    return [(s.subject, s.msg_id, s.message) for s in found]
 
 
 async def test_current_chat_gets_one_part_even_when_the_call_runs_again(

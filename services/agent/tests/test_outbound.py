@@ -20,6 +20,7 @@ from switchboard_agent.outbound import OutboundPublisher, dedupe_window_s, subje
 from switchboard_agent.replies import committed_reply, latest_reply, reply_text
 from switchboard_agent.runner import iteration_limit_note
 from switchboard_agent.store import Message, RunRecord, SessionStore
+from tests.support.streams import stored as stream_messages
 
 SUBJECTS = bus.Subjects()
 STREAM = SUBJECTS.stream("OUTBOUND")
@@ -63,14 +64,8 @@ def lane_item(
 
 async def stored(js: JetStreamContext) -> list[tuple[str, str, messages_pb2.OutboundMessage]]:
     """(subject, Nats-Msg-Id, payload) of every message in OUTBOUND, in stream order."""
-    state = (await js.stream_info(STREAM)).state
-    out = []
-    for seq in range(state.first_seq, state.last_seq + 1) if state.messages else []:
-        raw = await js.get_msg(STREAM, seq)
-        msg = messages_pb2.OutboundMessage()
-        msg.ParseFromString(raw.data or b"")
-        out.append((raw.subject or "", (raw.headers or {}).get(bus.MSG_ID, ""), msg))
-    return out
+    found = await stream_messages(js, STREAM, messages_pb2.OutboundMessage)
+    return [(s.subject, s.msg_id, s.message) for s in found]
 
 
 async def test_a_replayed_run_publishes_each_part_once(js: JetStreamContext) -> None:

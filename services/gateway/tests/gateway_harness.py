@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from switchboard import bus, registry
+from switchboard import registry
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 from switchboard_gateway.app import create_app
@@ -39,6 +39,7 @@ from switchboard_gateway.channels.base import (
     Unauthorized,
 )
 from switchboard_gateway.config import GatewaySettings
+from tests.support.streams import stored as stream_messages
 
 SIGNATURE = "x-fake-signature"
 
@@ -161,16 +162,8 @@ class Gateway:
     async def inbound(self) -> list[Published]:
         """What the INBOUND stream holds, in order."""
         stream = self.rt.subjects.stream("INBOUND")
-        info = await self.rt.js.stream_info(stream)
-        if not info.state.messages:
-            return []
-        out = []
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            raw = await self.rt.js.get_msg(stream, seq)
-            message = messages_pb2.InboundMessage.FromString(raw.data or b"")
-            out.append(((raw.headers or {}).get(bus.MSG_ID, ""), raw.subject or "", message))
-        assert len(out) == info.state.messages
-        return out
+        found = await stream_messages(self.rt.js, stream, messages_pb2.InboundMessage)
+        return [(s.msg_id, s.subject, s.message) for s in found]
 
 
 @contextmanager

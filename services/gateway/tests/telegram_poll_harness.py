@@ -21,7 +21,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from prometheus_client import REGISTRY
 
-from switchboard import bus, registry
+from switchboard import registry
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 from switchboard_gateway.channels.lease import lease_key
@@ -31,6 +31,7 @@ from switchboard_gateway.channels.telegram_poll import Polling, start_polling
 from switchboard_gateway.config import GatewaySettings
 from tests.fakes.telegram_updates import FakeTelegramUpdates
 from tests.support.servers import service_nats_env
+from tests.support.streams import stored as stream_messages
 
 TAKEOVER_S = 60.0  # a crashed holder's lease expires after 15 s; generous for a slow machine
 KEY = lease_key("telegram", "default")
@@ -100,18 +101,8 @@ async def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -
 
 async def inbound(nc: NATS) -> list[tuple[str, messages_pb2.InboundMessage]]:
     """What the INBOUND stream holds: (Nats-Msg-Id, message) in order."""
-    js = nc.jetstream()
-    info = await js.stream_info("INBOUND")
-    out = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1) if info.state.messages else ():
-        raw = await js.get_msg("INBOUND", seq)
-        out.append(
-            (
-                (raw.headers or {}).get(bus.MSG_ID, ""),
-                messages_pb2.InboundMessage.FromString(raw.data or b""),
-            )
-        )
-    return out
+    found = await stream_messages(nc.jetstream(), "INBOUND", messages_pb2.InboundMessage)
+    return [(s.msg_id, s.message) for s in found]
 
 
 async def wait_inbound(

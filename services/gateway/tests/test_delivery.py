@@ -17,6 +17,7 @@ from switchboard import bus
 from switchboard.v1 import messages_pb2
 from switchboard_gateway.channels.base import RetryLater, Undeliverable
 from switchboard_gateway.delivery import Delivery
+from tests.support.streams import stored as stream_messages
 
 from .gateway_harness import Gateway, started
 
@@ -74,12 +75,8 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 async def dead_letters(gw: Gateway) -> list[tuple[str, messages_pb2.DeadLetter]]:
     """What the DEADLETTER stream holds: (subject, letter)."""
     name = gw.rt.subjects.stream("DEADLETTER")
-    info = await gw.rt.js.stream_info(name)
-    found = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1 if info.state.messages else 0):
-        raw = await gw.rt.js.get_msg(name, seq)
-        found.append((str(raw.subject), messages_pb2.DeadLetter.FromString(raw.data or b"")))
-    return found
+    found = await stream_messages(gw.rt.js, name, messages_pb2.DeadLetter)
+    return [(s.subject, s.message) for s in found]
 
 
 async def in_stream(gw: Gateway) -> int:

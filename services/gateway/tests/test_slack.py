@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from switchboard import bus, registry
+from switchboard import registry
 from switchboard.errors import ConfigError
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
@@ -28,6 +28,7 @@ from switchboard_gateway.channels.base import InboundRequest, Unauthorized
 from switchboard_gateway.channels.slack import SlackAdapter, from_settings
 from switchboard_gateway.config import GatewaySettings
 from tests.fakes.slack import FakeSlack, SlackEvents
+from tests.support.streams import stored as stream_messages
 
 from .gateway_harness import absent_address, client_on
 
@@ -50,15 +51,8 @@ class SlackGateway:
     async def inbound(self) -> list[tuple[str, messages_pb2.InboundMessage]]:
         """(Nats-Msg-Id, message) of everything INBOUND holds."""
         stream = self.rt.subjects.stream("INBOUND")
-        info = await self.rt.js.stream_info(stream)
-        out = []
-        for seq in (
-            range(info.state.first_seq, info.state.last_seq + 1) if info.state.messages else ()
-        ):
-            raw = await self.rt.js.get_msg(stream, seq)
-            message = messages_pb2.InboundMessage.FromString(raw.data or b"")
-            out.append(((raw.headers or {}).get(bus.MSG_ID, ""), message))
-        return out
+        found = await stream_messages(self.rt.js, stream, messages_pb2.InboundMessage)
+        return [(s.msg_id, s.message) for s in found]
 
 
 def settings_for(home: Path, nats_url: str, **slack: str) -> GatewaySettings:

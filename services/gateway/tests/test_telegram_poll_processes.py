@@ -18,9 +18,9 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.errors import KeyNotFoundError
 
-from switchboard import bus
 from switchboard.v1 import messages_pb2
 from tests.fakes.telegram_updates import FakeTelegramUpdates
+from tests.support.streams import stored as stream_messages
 
 from .gateway_process import GatewayProcess, gateway_process
 
@@ -50,15 +50,8 @@ async def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -
 
 
 async def inbound(nc: NATS) -> list[tuple[str, messages_pb2.InboundMessage]]:
-    js = nc.jetstream()
-    info = await js.stream_info("INBOUND")
-    out = []
-    if info.state.messages:
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            raw = await js.get_msg("INBOUND", seq)
-            message = messages_pb2.InboundMessage.FromString(raw.data or b"")
-            out.append(((raw.headers or {}).get(bus.MSG_ID, ""), message))
-    return out
+    found = await stream_messages(nc.jetstream(), "INBOUND", messages_pb2.InboundMessage)
+    return [(s.msg_id, s.message) for s in found]
 
 
 def lease_held(gw: GatewayProcess) -> float:

@@ -16,6 +16,7 @@ from nats.js import JetStreamContext
 from switchboard import bus
 from switchboard.v1 import approvals_pb2, messages_pb2
 from switchboard_router.chat_commands import USAGE, Command, Malformed, parse
+from tests.support.streams import stored as stream_messages
 
 from .router_harness import dm, group, route, router
 
@@ -59,13 +60,8 @@ async def stand_in(nc: NATS, answer: Answer = approving) -> StandInAgent:
 
 async def replies(js: JetStreamContext) -> list[tuple[str, messages_pb2.OutboundMessage]]:
     """(Nats-Msg-Id, part) of every part on OUTBOUND."""
-    info = await js.stream_info(SUBJECTS.stream("OUTBOUND"))
-    out = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1) if info.state.messages else []:
-        raw = await js.get_msg(SUBJECTS.stream("OUTBOUND"), seq)
-        part = messages_pb2.OutboundMessage.FromString(raw.data or b"")
-        out.append(((raw.headers or {}).get(bus.MSG_ID, ""), part))
-    return out
+    found = await stream_messages(js, SUBJECTS.stream("OUTBOUND"), messages_pb2.OutboundMessage)
+    return [(s.msg_id, s.message) for s in found]
 
 
 def command(text: str, sender: str = "555", message_id: str = "c1") -> messages_pb2.InboundMessage:

@@ -12,6 +12,7 @@ from switchboard import bus
 from switchboard.v1 import messages_pb2
 from switchboard_router.config import RouterSettings
 from switchboard_router.ratelimit import RateLimiter
+from tests.support.streams import stored as stream_messages
 
 from .router_harness import dm, group, refused, route, router
 
@@ -19,13 +20,8 @@ SUBJECTS = bus.Subjects()
 
 
 async def lane_items(js: JetStreamContext) -> list[messages_pb2.LaneItem]:
-    name = SUBJECTS.stream("LANES")
-    info = await js.stream_info(name)
-    items = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1 if info.state.messages else 0):
-        raw = await js.get_msg(name, seq)
-        items.append(messages_pb2.LaneItem.FromString(raw.data or b""))
-    return items
+    found = await stream_messages(js, SUBJECTS.stream("LANES"), messages_pb2.LaneItem)
+    return [s.message for s in found]
 
 
 def test_a_bucket_refills_at_its_rate_and_holds_at_most_its_burst() -> None:

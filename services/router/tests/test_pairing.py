@@ -10,6 +10,7 @@ from nats.js import JetStreamContext
 
 from switchboard import bus
 from switchboard.v1 import messages_pb2, router_pb2, router_pb2_grpc
+from tests.support.streams import stored as stream_messages
 
 from .router_harness import dm, eventually, refused, route, router
 
@@ -18,15 +19,8 @@ SUBJECTS = bus.Subjects()
 
 async def codes_sent(js: JetStreamContext) -> list[messages_pb2.OutboundMessage]:
     """Every part on OUTBOUND (the router publishes nothing else there)."""
-    info = await js.stream_info(SUBJECTS.stream("OUTBOUND"))
-    parts = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        if info.state.messages == 0:
-            break
-        raw = await js.get_msg(SUBJECTS.stream("OUTBOUND"), seq)
-        assert raw.data is not None
-        parts.append(messages_pb2.OutboundMessage.FromString(raw.data))
-    return parts
+    found = await stream_messages(js, SUBJECTS.stream("OUTBOUND"), messages_pb2.OutboundMessage)
+    return [s.message for s in found]
 
 
 async def test_unknown_sender_gets_one_code_and_runs_after_approval(nats_url: str) -> None:
