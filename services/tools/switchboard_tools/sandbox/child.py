@@ -28,6 +28,8 @@ _ACTIVE: set[int] = set()
 # Launches in flight: their child exists before its pid is known, so no reaping meanwhile
 # (a quick command could be a zombie already, and reaping it would steal asyncio's status).
 _LAUNCHING = 0
+# When orphans are reaped again after a call finishes.
+_REAP_DELAYS_S = (0.2, 1.0, 3.0, 6.0, 10.0)
 
 
 def become_subreaper() -> bool:
@@ -289,10 +291,11 @@ class Child:
                 self.waiter.cancel()
             else:
                 _ACTIVE.discard(self.pgid)
-            # Killed leftovers become zombies a moment later.
+            # Killed leftovers become zombies a moment later, later still on a loaded host
+            # (a reap skipped while another launch is in flight is caught by the next one).
             reap_orphans()
             loop = asyncio.get_running_loop()
-            for delay in (0.2, 1.0, 3.0):
+            for delay in _REAP_DELAYS_S:
                 loop.call_later(delay, reap_orphans)
             self.ended = time.monotonic()
             self.finished.set()
