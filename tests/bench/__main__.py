@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import channels, executor, floors, modes, procs, report
+from tests.bench import channels, executor, floors, memory, modes, procs, report
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -64,6 +65,7 @@ def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) 
             results["modes_baseline"] = baseline
         results["executor"] = executor.bench_executors(plan, fake, _say)
         results["channels"] = channels.bench_channels(plan, fake, _say)
+        results["memory"] = memory.bench_memory(_say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:
@@ -90,13 +92,21 @@ def main(argv: list[str] | None = None) -> int:
         help="an earlier latest.json to compare the embedded modes with "
         "(default: OUT/latest.json as it was before this run)",
     )
+    parser.add_argument(
+        "--only",
+        choices=("memory",),
+        help="run one section and put its figures into OUT/latest.json, keeping the other "
+        "sections of the earlier run",
+    )
     args = parser.parse_args(argv)
     plan = Plan.short() if args.quick else Plan.full()
     out_dir = Path(args.out)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if args.only:
+        return _only(args.only, out_dir)
     baseline = modes.baseline(Path(args.baseline) if args.baseline else out_dir / "latest.json")
     if args.baseline and baseline is None:
         parser.error(f"--baseline {args.baseline}: not a latest.json with figures to compare")
-    signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     try:
         results = run(plan, args.profile, baseline)
@@ -106,6 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     json_path, md_path = report.write(results, out_dir)
     print("\n".join(render(results)))
     _say(f"wrote {json_path} and {md_path} in {results['bench_wall_s']:.0f}s")
+    return 0
+
+
+def _only(section: str, out_dir: Path) -> int:
+    """One section into the earlier run's results (``--only``)."""
+    earlier = out_dir / "latest.json"
+    if not earlier.is_file():
+        _say(f"--only needs an earlier full run's {earlier}; run `make bench` first")
+        return 2
+    results = json.loads(earlier.read_text())
+    try:
+        results[section] = memory.bench_memory(_say)
+    except KeyboardInterrupt:
+        _say("interrupted; everything it started is stopped, no results written")
+        return 130
+    results[f"{section}_run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    json_path, md_path = report.write(results, out_dir)
+    print("\n".join(memory.markdown(results[section])))
+    _say(f"wrote {section} into {json_path} and {md_path}")
     return 0
 
 

@@ -125,7 +125,31 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for t in modes_targets(results.get("modes") or {}):
         rows.append({k: v for k, v in t.items() if k != "key"})
     rows += channel_targets(results.get("channels") or {})
+    rows += memory_targets(results.get("memory") or {})
     return rows
+
+
+def memory_targets(memory: dict[str, Any]) -> list[dict[str, Any]]:
+    """LoCoMo recall@10 (categories 1-4) and search p50 against issue 11's targets."""
+    if not memory.get("locomo"):
+        return []
+    t = memory["targets"]
+    recall = float(memory["locomo"]["recall_at_10"])
+    p50 = float(memory["search_ms"]["p50"])
+    return [
+        {
+            "figure": "memory: LoCoMo recall@10 (categories 1-4, hybrid)",
+            "target": f">= {t['recall_at_10']}",
+            "measured": f"{recall:.3f}",
+            "verdict": "PASS" if recall >= t["recall_at_10"] else "MISS",
+        },
+        {
+            "figure": "memory: search p50 (query embedded + hybrid query)",
+            "target": f"<= {t['search_ms_p50']} ms",
+            "measured": f"{p50:.1f} ms",
+            "verdict": "PASS" if p50 <= t["search_ms_p50"] else "MISS",
+        },
+    ]
 
 
 def write(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-INFRASTRUCTURE = ("nats", "postgres")  # what services may need besides each other
+INFRASTRUCTURE = ("nats", "postgres", "qdrant")  # what services may need besides each other
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ SERVICES: tuple[Service, ...] = (
         "the HTTP edge: OpenAI-compatible API, sessions, tools and approvals APIs, channels",
         # /metrics on the ops port, away from the public one.
         (Port("http", 8080, "SB_HTTP_PORT", public=True), _ops(9100)),
-        calls=("agent", "router"),
+        calls=("agent", "router", "memory"),
         scaled=False,
     ),
     Service(
@@ -104,6 +104,17 @@ SERVICES: tuple[Service, ...] = (
         "the agent runtime: lanes, runs, the LLM tool loop; gRPC Sessions, Approvals, ToolAccess",
         (Port("grpc", 50051, "SB_AGENT_GRPC_PORT"), _ops(9102)),
         needs=("nats", "postgres"),
+        calls=("memory",),
+    ),
+    Service(
+        "memory",
+        "the memory service: embeddings, hybrid search over what an agent remembers; gRPC Memory",
+        (Port("grpc", 50053, "SB_MEMORY_GRPC_PORT"), _ops(9104)),
+        # Qdrant: a server in Compose and Kubernetes; embedded mode keeps it in-process.
+        needs=("nats", "postgres", "qdrant"),
+        # Qdrant's local mode (embedded) lets one process open its directory; with a Qdrant
+        # server (Compose, Kubernetes) replicas are fine.
+        scaled=False,
     ),
     Service(
         "tools",

@@ -1,0 +1,1 @@
+"""The memory service: embeddings and hybrid search over what an agent remembers."""

@@ -1,0 +1,75 @@
+"""Memory settings.
+
+Storage: ``SB_QDRANT_URL`` names a Qdrant server (Compose, Kubernetes); empty, the service keeps
+its collections in ``$SB_HOME/memory/<engine>`` with no server (embedded mode; one process at a
+time may open it): Qdrant Edge by default, or qdrant-client's local mode
+(``SB_QDRANT_LOCAL_ENGINE=client``).
+
+Embeddings: ``SB_EMBEDDING_PROVIDER`` is ``local`` (default: a model shipped inside a Python
+package, loaded offline) or ``openai`` (any OpenAI-compatible ``/v1/embeddings``:
+``SB_EMBEDDING_BASE_URL``, ``SB_EMBEDDING_API_KEY`` falling back to ``OPENAI_API_KEY``,
+``SB_EMBEDDING_MODEL``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from switchboard.settings import CommonSettings, DatabaseSettings, RpcSettings, env_alias
+
+
+class EmbeddingProvider(StrEnum):
+    LOCAL = "local"
+    OPENAI = "openai"
+
+
+class Fusion(StrEnum):
+    RRF = "rrf"  # reciprocal rank fusion of the two prefetches
+    WEIGHTED = "weighted"  # RRF with weights vector_weight (dense) and 1 - vector_weight
+
+
+class MemorySettings(CommonSettings, RpcSettings, DatabaseSettings):
+    memory_grpc_host: str = "127.0.0.1"
+    memory_grpc_port: int = Field(default=50053, ge=0, le=65535)
+    qdrant_url: str = ""
+    qdrant_api_key: SecretStr = SecretStr("")
+    # Without a server: "edge" = Qdrant Edge, Qdrant's engine in-process (the default: a hybrid
+    # search in milliseconds), "client" = qdrant-client's local mode (the code path the server
+    # uses, in pure Python). Their directory: default $SB_HOME/memory/<engine>.
+    qdrant_local_engine: Literal["edge", "client"] = "edge"
+    qdrant_path: Path | None = None
+    # Collections are named <prefix>_<agent> (several installations can share a server).
+    collection_prefix: str = Field(default="sb_memory", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    embedding_provider: EmbeddingProvider = EmbeddingProvider.LOCAL
+    embedding_model: str = ""  # "" : the provider's default
+    embedding_base_url: str = ""
+    embedding_api_key: SecretStr = SecretStr("")
+    openai_api_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias=env_alias("OPENAI_API_KEY")
+    )
+    # Vector size of the OpenAI-compatible model (0: learnt from its first answer).
+    embedding_dimension: int = Field(default=0, ge=0, le=8192)
+    embedding_batch: int = Field(default=64, ge=1, le=2048)
+    embedding_timeout_s: float = Field(default=30.0, gt=0)
+    # How the dense and keyword prefetches are fused: plain RRF by default (LoCoMo R@10 0.713
+    # with the local model; weighted 0.7/0.3 gave 0.696, 0.3/0.7 0.717: README, Memory).
+    fusion: Fusion = Fusion.RRF
+    vector_weight: float = Field(default=0.7, ge=0.0, le=1.0)  # the dense side's, when weighted
+    # Limits on what callers send.
+    max_text_chars: int = Field(default=16_000, ge=100, le=1_000_000)
+    max_document_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    max_items_per_call: int = Field(default=512, ge=1, le=10_000)
+    chunk_chars: int = Field(default=1000, ge=100, le=20_000)
+    chunk_overlap: int = Field(default=200, ge=0, le=5_000)
+    # How often entries stored while the embedding provider was down are embedded again.
+    repair_interval_s: float = Field(default=60.0, gt=0)
+
+    def qdrant_location(self) -> Path:
+        return self.qdrant_path or self.home / "memory" / self.qdrant_local_engine
+
+    def embedding_key(self) -> str:
+        return self.embedding_api_key.get_secret_value() or self.openai_api_key.get_secret_value()
