@@ -11,9 +11,10 @@ from jsonschema import Draft202012Validator
 
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
-from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
+from switchboard.v1 import approvals_pb2, approvals_pb2_grpc, messages_pb2
 
 from .approvals import AlreadyDecided, ApprovalNotFound, ApprovalRow, ApprovalStore, ApprovalWaiter
+from .local_tools import LocalContext, LocalTools
 from .sessions_api import epoch_ms
 from .store import SessionStore
 from .toolgate import ToolRules
@@ -73,10 +74,17 @@ class ApprovalsService(approvals_pb2_grpc.ApprovalsServicer):
 
 
 class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
-    def __init__(self, sessions: SessionStore, rules: ToolRules, tools: ToolDispatcher) -> None:
+    def __init__(
+        self,
+        sessions: SessionStore,
+        rules: ToolRules,
+        tools: ToolDispatcher,
+        local: LocalTools | None = None,
+    ) -> None:
         self.sessions = sessions
         self.rules = rules
         self.tools = tools
+        self.local = local or LocalTools()  # the agent's own tools (memory_*, message)
 
     async def Invoke(
         self, request: approvals_pb2.InvokeToolRequest, context: grpc.aio.ServicerContext
@@ -101,7 +109,8 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
         decision = policy.allows(request.tool)
         if not decision.allowed:
             await refuse(grpc.StatusCode.PERMISSION_DENIED, "policy_denied", decision.reason)
-        spec = next((s for s in await self.tools.specs() if s.name == request.tool), None)
+        offered = self.local.offered(await self.tools.specs())
+        spec = next((s for s in offered if s.name == request.tool), None)
         if spec is None:
             await refuse(grpc.StatusCode.NOT_FOUND, "unknown_tool", f"no tool {request.tool!r}")
             raise AssertionError  # unreachable: abort raised
@@ -123,7 +132,17 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
             return approvals_pb2.InvokeToolResponse(ok=True, text=decision.reason)
         run_id = f"invoke_{uuid.uuid4().hex}"
         call = CallRequest(f"call_{uuid.uuid4().hex[:24]}", request.tool, args)
-        [result] = await self.tools.run_all(run_id, key, agent, [call])
+        if request.tool in self.local:
+            # As if the session's own chat asked: an invoke has no chat of its own ("api").
+            origin = messages_pb2.LaneItem(
+                session_key=key,
+                agent=agent,
+                message=messages_pb2.InboundMessage(channel="api", session_key=key),
+            )
+            ctx = LocalContext(run_id, key, agent, origin)
+            [result] = await self.local.run_all(ctx, [call])
+        else:
+            [result] = await self.tools.run_all(run_id, key, agent, [call])
         details = dict(result.details)
         isolation = details.pop("isolation", None)
         return approvals_pb2.InvokeToolResponse(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -37,6 +37,14 @@ class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
     # ("<channel>:<sender id>") who may decide any approval from a chat (chat_approvals.py).
     message_targets: dict[str, MessageTarget] = Field(default_factory=dict)
     approvers: list[str] = Field(default_factory=list)
+    # Memory (agent_memory.py): the memory service ("" : no memory tools, nothing synced);
+    # whose memory a direct session uses ("agent": the agent's own, "user": each person's);
+    # memories offered in the system prompt per run (0: none, the model searches itself);
+    # whether finished turns are indexed.
+    memory_addr: str = "127.0.0.1:50053"
+    memory_scope: Literal["agent", "user"] = "agent"
+    memory_recall_k: int = Field(default=0, ge=0, le=20)
+    memory_sync: bool = True
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:

@@ -20,6 +20,7 @@ from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
+from .agent_memory import AgentMemory
 from .approvals import Checkpoint
 from .events import RunEvents
 from .local_tools import LocalTools
@@ -66,6 +67,7 @@ class Runner:
         gate: ToolGate | None = None,
         outbound: OutboundPublisher | None = None,
         local: LocalTools | None = None,
+        memory: AgentMemory | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -78,7 +80,8 @@ class Runner:
         self.max_tokens = max_tokens
         self.gate = gate or ToolGate(ToolRules(), None, None, 0)
         self.outbound = outbound
-        self.local = local or LocalTools()  # tools the agent runs itself (message)
+        self.local = local or LocalTools()  # tools the agent runs itself (message, memory_*)
+        self.memory = memory
 
     async def run(
         self,
@@ -139,10 +142,13 @@ class Runner:
                 await self._interrupted(record)
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
+            text = reply_text(record.messages, record.status, record.stop_reason)
             if self.outbound is not None and self.outbound.delivers_reply(item.message):
-                text = reply_text(record.messages, record.status, record.stop_reason)
                 ids = list(events.message_ids)
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
+            if self.memory is not None and record.status == "completed":
+                asked = "\n".join(p.item.message.text for p in batch.items)
+                self.memory.after_commit(item.agent, key, run_id, asked, text)
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
             log.info(
@@ -240,6 +246,11 @@ class Runner:
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
         system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
+        if self.memory is not None:
+            self.memory.before_run(item.agent)
+            asked = "\n".join(p.item.message.text for p in batch.items)
+            if recalled := await self.memory.recall(item.agent, item.session_key, asked):
+                system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs())
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
         record.model = f"{self.model.provider}:{self.model.model}"

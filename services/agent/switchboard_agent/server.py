@@ -11,6 +11,7 @@ from switchboard import bus, registry, rpc
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import approvals_pb2_grpc, messages_pb2, sessions_pb2_grpc
 
+from .agent_memory import AgentMemory
 from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
@@ -19,6 +20,7 @@ from .config import AgentSettings
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
 from .local_tools import LocalTools
+from .memory_client import MemoryClient
 from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
@@ -33,6 +35,24 @@ log = logging.getLogger(__name__)
 LANE_ACK_WAIT_S = 15.0
 
 
+def _memory(settings: AgentSettings, rt: ServiceRuntime) -> AgentMemory | None:
+    """The memory service's client, tools and sync (None: ``SB_MEMORY_ADDR`` is empty)."""
+    if not settings.memory_addr:
+        return None
+    channel = rpc.channel(settings.memory_addr, settings.service_token.get_secret_value())
+    rt.stack.push_async_callback(channel.close)
+    memory = AgentMemory(
+        MemoryClient(channel),
+        settings.memory_scope,
+        settings.workspace_root(),
+        settings.memory_recall_k,
+        settings.memory_sync,
+    )
+    memory.start()
+    rt.stack.push_async_callback(memory.close)
+    return memory
+
+
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         # The provider's SDK loads (a third of a second) while the database connects.
@@ -43,6 +63,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         approvals = ApprovalStore(pool)
         waiter = ApprovalWaiter(rt.nc, rt.subjects, approvals)
         tools = ToolDispatcher(rt.nc, rt.js, rt.subjects, settings.tool_timeout_s)
+        outbound = OutboundPublisher(rt.js, rt.subjects)
+        memory = _memory(settings, rt)
+        local = LocalTools(
+            [MessageTool(outbound, settings.message_targets), *(memory.tools() if memory else [])]
+        )
         await rt.serve_grpc(
             settings.agent_grpc_host,
             settings.agent_grpc_port,
@@ -53,12 +78,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ToolAccessServicer_to_server,
-                ToolAccessService(store, rules, tools),
+                ToolAccessService(store, rules, tools, local),
             ),
         )
 
         model, no_model_reply = await choosing
-        outbound = OutboundPublisher(rt.js, rt.subjects)
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
         gate.announce = ApprovalNotices(outbound, approvals)
         # "/approve <id>" in a chat: the router asks, any replica answers.
@@ -75,7 +99,8 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             settings.max_tokens,
             gate,
             outbound,
-            LocalTools([MessageTool(outbound, settings.message_targets)]),
+            local,
+            memory,
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

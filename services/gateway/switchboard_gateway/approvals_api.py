@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from switchboard.sessions import AgentId, direct_key
+from switchboard.sessions import AgentId, direct_key, parse_session_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
 from .errors import ApiError, agent_error, checked_session_key
@@ -113,9 +113,13 @@ async def decide(approval_id: str, body: Decision, request: Request) -> dict[str
 async def invoke(body: Invoke, request: Request) -> JSONResponse:
     stub: approvals_pb2_grpc.ToolAccessStub = request.app.state.tool_access
     settings = request.app.state.settings
-    agent = body.agent or settings.default_agent
-    key = body.session_key or direct_key(agent, "api", "tools-invoke")
+    key = body.session_key or direct_key(
+        body.agent or settings.default_agent, "api", "tools-invoke"
+    )
     checked_session_key(key, "sessionKey")
+    # The agent named, else the one the session key names (<agent>:<channel>:...), else the
+    # default agent.
+    agent = body.agent or parse_session_key(key).root.agent or settings.default_agent
     try:
         reply = await stub.Invoke(
             approvals_pb2.InvokeToolRequest(

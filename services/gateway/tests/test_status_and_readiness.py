@@ -51,8 +51,8 @@ async def test_status_page_is_public_html_without_secrets(gw: Gateway) -> None:
 async def test_readyz_is_503_and_logs_each_failing_check_once(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """No router, agent or tools answers: their checks fail with NATS' no-responders, the
-    agent's and router's gRPC with a refused connection; the gateway's own checks pass (it is
+    """No other service answers: their checks fail with NATS' no-responders, the gRPC of the
+    services the gateway calls with a refused connection; the gateway's own checks pass (it is
     started)."""
     caplog.set_level(logging.INFO, OPS_LOG)
     serving = asyncio.create_task(gw.rt.wait_stopped())
@@ -73,7 +73,7 @@ async def test_readyz_is_503_and_logs_each_failing_check_once(
     assert again.json() == body
 
     logged = warnings(caplog)
-    grpc_checks = {"agent_grpc", "router_grpc"}
+    grpc_checks = {f"{callee}_grpc" for callee in registry.get("gateway").calls}
     for name in failing - grpc_checks:
         [line] = [w for w in logged if w.startswith(f"not ready: {name} failed")]
         assert "NoRespondersError" in line, line

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,15 +42,30 @@ class Gateway:
             )
         return cls(url.rstrip("/"), token)
 
-    def call(self, method: str, path: str, **params: str) -> Any:
+    def call(self, method: str, route: str, **params: str) -> Any:
         """One request; the JSON answer, or :class:`AdminError` with the API's message."""
+        return self.send(method, route, params)
+
+    def send(
+        self,
+        method: str,
+        route: str,
+        params: Mapping[str, str],
+        content: bytes | None = None,
+        content_type: str = "",
+    ) -> Any:
+        """:meth:`call` with a body (``content`` of ``content_type``), given more time."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if content_type:
+            headers["Content-Type"] = content_type
         try:
             response = httpx.request(
                 method,
-                f"{self.url}{path}",
+                f"{self.url}{route}",
                 params={k: v for k, v in params.items() if v},
-                headers={"Authorization": f"Bearer {self.token}"},
-                timeout=10.0,
+                headers=headers,
+                content=content,
+                timeout=10.0 if content is None else 300.0,
             )
         except httpx.HTTPError as exc:
             raise AdminError(f"cannot reach the gateway at {self.url}: {exc}") from None

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from switchboard.cli import doctor, pairing, secrets_env, serve, up
+from switchboard.cli import doctor, memory, pairing, secrets_env, serve, up
 
 
 def package_version() -> str:
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.register(commands)
     secrets_env.register(commands)
     pairing.register(commands)
+    memory.register(commands)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
     # Later commands plug in the same way: a module in switchboard/cli/ with
     # `register(commands)` that adds its parser and sets `func` (returning the exit code):
