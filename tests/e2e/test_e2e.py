@@ -172,6 +172,10 @@ AUTHENTICATED = [
     ("POST", "/api/pairing/{channel}/{code}/deny"),
     ("GET", "/api/pairing/paired"),
     ("DELETE", "/api/pairing/paired/{channel}/{sender}"),
+    ("POST", "/api/memory/documents"),
+    ("GET", "/api/memory/search"),
+    ("GET", "/api/memory/documents/lines"),
+    ("DELETE", "/api/memory/documents"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {

@@ -131,7 +131,7 @@ async def lines(
     path: str = Query(min_length=1, max_length=512),
     agent: str = "",
     user: str = "",
-    from_line: int = Query(default=1, ge=1),
+    from_line: int = Query(default=1, ge=1, le=10_000_000),
     count: int = Query(default=0, ge=0, le=2000, alias="lines"),
 ) -> dict[str, Any]:
     try:

@@ -7,8 +7,8 @@ time may open it): Qdrant Edge by default, or qdrant-client's local mode
 
 Embeddings: ``SB_EMBEDDING_PROVIDER`` is ``local`` (default: a model shipped inside a Python
 package, loaded offline) or ``openai`` (any OpenAI-compatible ``/v1/embeddings``:
-``SB_EMBEDDING_BASE_URL``, ``SB_EMBEDDING_API_KEY`` falling back to ``OPENAI_API_KEY``,
-``SB_EMBEDDING_MODEL``).
+``SB_EMBEDDING_BASE_URL``, ``SB_EMBEDDING_API_KEY``, ``SB_EMBEDDING_MODEL``; the model's
+``OPENAI_API_KEY`` is not read: each service gets only its own secrets).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from switchboard.settings import CommonSettings, DatabaseSettings, RpcSettings, env_alias
+from switchboard.settings import CommonSettings, DatabaseSettings, RpcSettings
 
 
 class EmbeddingProvider(StrEnum):
@@ -48,9 +48,6 @@ class MemorySettings(CommonSettings, RpcSettings, DatabaseSettings):
     embedding_model: str = ""  # "" : the provider's default
     embedding_base_url: str = ""
     embedding_api_key: SecretStr = SecretStr("")
-    openai_api_key: SecretStr = Field(
-        default=SecretStr(""), validation_alias=env_alias("OPENAI_API_KEY")
-    )
     # Vector size of the OpenAI-compatible model (0: learnt from its first answer).
     embedding_dimension: int = Field(default=0, ge=0, le=8192)
     embedding_batch: int = Field(default=64, ge=1, le=2048)
@@ -72,4 +69,4 @@ class MemorySettings(CommonSettings, RpcSettings, DatabaseSettings):
         return self.qdrant_path or self.home / "memory" / self.qdrant_local_engine
 
     def embedding_key(self) -> str:
-        return self.embedding_api_key.get_secret_value() or self.openai_api_key.get_secret_value()
+        return self.embedding_api_key.get_secret_value()

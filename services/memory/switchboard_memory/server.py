@@ -38,7 +38,8 @@ def open_store(settings: MemorySettings) -> Store:
             AsyncQdrantClient(url=settings.qdrant_url, api_key=key, timeout=10), prefix
         )
     path = settings.qdrant_location()
-    path.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # $SB_HOME/memory: ours only
+    path.mkdir(mode=0o700, exist_ok=True)
     if settings.qdrant_local_engine == "edge":
         return EdgeStore(path, prefix)
     return QdrantStore(AsyncQdrantClient(path=str(path)), prefix, indexes=False)

@@ -21,6 +21,7 @@ from .chat_commands import ChatCommands
 from .config import RouterSettings
 from .debounce import Debouncer, merge
 from .metrics import REFUSED, ROUTE_SECONDS, ROUTED
+from .ordering import SessionTurns, retrying
 from .routing import RouteError, resolve
 from .security import AUTHENTICATED_CHANNELS, InboundPolicy
 
@@ -41,6 +42,7 @@ class Router:
             else None
         )
         self.commands = ChatCommands(rt, settings)  # /approve, /deny: answered, not queued
+        self.turns = SessionTurns()  # a session's appends in order, across a bus outage
 
     async def handle(self, msg: Msg, inbound: messages_pb2.InboundMessage) -> None:
         start = time.perf_counter()
@@ -104,7 +106,11 @@ class Router:
         subject = self.rt.subjects.lane(route.agent, session_token(route.session_key))
         msg_id = inbound_msg_id(inbound.channel, inbound.account, inbound.message_id)
         with tracer.start_as_current_span("lane.enqueue", kind=SpanKind.PRODUCER) as lane_span:
-            seq = await bus.js_publish(self.rt.js, subject, item, msg_id=msg_id)
+            async with self.turns.turn(route.session_key):
+                seq = await retrying(
+                    lambda: bus.js_publish(self.rt.js, subject, item, msg_id=msg_id),
+                    "lane append",
+                )
             lane_span.set_attribute("sb.lane.seq", seq)
         log.info(
             "routed to %s",
