@@ -25,7 +25,11 @@ class NoMemoryYet(Exception):
     """Nothing was ever stored for this agent."""
 
 
-async def call(method: grpc.aio.UnaryUnaryMultiCallable, request: object, timeout: float) -> object:
+async def call(
+    method: grpc.aio.UnaryUnaryMultiCallable | grpc.aio.StreamUnaryMultiCallable,
+    request: object,
+    timeout: float,
+) -> object:
     try:
         return await method(request, timeout=timeout)
     except grpc.aio.AioRpcError as exc:
@@ -91,12 +95,7 @@ class MemoryClient:
             source="file",
         )
         chunks = [memory_pb2.IngestChunk(header=header, data=body)]
-        try:
-            await self.stub.IngestDocument(iter(chunks), timeout=SYNC_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                raise MemoryRefused(exc.details() or "invalid document") from None
-            raise MemoryUnavailable(f"memory service: {exc.code().name}") from None
+        await call(self.stub.IngestDocument, iter(chunks), SYNC_TIMEOUT_S)
 
     async def forget_file(self, agent: str, path: str) -> None:
         request = memory_pb2.DeleteRequest(scope=memory_pb2.MemoryScope(agent=agent), path=path)

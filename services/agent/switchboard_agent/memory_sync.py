@@ -138,10 +138,12 @@ class MemoryFiles:
                 continue
             if info.st_size > MAX_FILE_BYTES:
                 log.warning("memory file too large to index: %s", name, extra={"agent": agent})
-            elif info.st_size == 0 or not path.read_text(errors="replace").strip():
-                await self.client.forget_file(agent, name)
             else:
-                await self.client.ingest_file(agent, name, await asyncio.to_thread(path.read_bytes))
+                body = await asyncio.to_thread(path.read_bytes)
+                if body.strip():
+                    await self.client.ingest_file(agent, name, body)
+                else:
+                    await self.client.forget_file(agent, name)
             self._seen[(agent, name)] = stamp
             SYNCED.labels("file", "ok").inc()
         for key in [k for k in self._seen if k[0] == agent and k[1] not in files]:

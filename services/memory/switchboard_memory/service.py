@@ -18,7 +18,7 @@ from .chunking import extract_text, mime_of
 from .documents import Documents, check_path
 from .entries import Filter, Hit
 from .errors import EmbeddingUnavailable, InvalidRequest, NotFound
-from .memory import MAX_K, Item, Memory, Scope, check_metadata, check_scope
+from .memory import Item, Memory, Scope, check_metadata, check_scope
 from .recall import compose_turn
 
 log = logging.getLogger(__name__)
@@ -144,11 +144,13 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
             before_ms=f.before_ms,
             metadata=check_metadata(dict(f.metadata), "filter.metadata"),
         )
-        k = request.k or 10
-        if not 1 <= k <= MAX_K:
-            raise InvalidRequest(f"k must be between 1 and {MAX_K} (given {k})")
-        found = await self.memory.search(
-            scope, request.query, k, request.mode or "hybrid", request.min_score, where
+        found = await self.memory.search(  # it checks the query, k and mode
+            scope,
+            request.query,
+            request.k or 10,
+            request.mode or "hybrid",
+            request.min_score,
+            where,
         )
         return memory_pb2.SearchResponse(
             hits=[_hit(h) for h in found.hits], mode=found.mode, degraded=found.degraded
