@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from switchboard.net.ssrf import system_resolver
 from switchboard_tools.net.settings import WebSettings
-from switchboard_tools.net.ssrf import system_resolver
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.tools.web_fetch import WebFetchTool
 from tests.fakes.web import MapResolver, Reply, WebServer, redirect

@@ -8,12 +8,13 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from switchboard.net.errors import FetchError
+from switchboard.net.fetch import Fetched, Fetcher, FetchLimits
+from switchboard.net.ssrf import Resolver, SsrfGuard
 from switchboard_tools.errors import ToolError
 from switchboard_tools.net.cache import TTLCache
-from switchboard_tools.net.fetch import Fetched, Fetcher, FetchLimits
 from switchboard_tools.net.readable import content_kind, media_type, readable_text, truncate
 from switchboard_tools.net.settings import WebSettings
-from switchboard_tools.net.ssrf import Resolver, SsrfGuard
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
 
 DEFAULT_MAX_CHARS = 20_000
@@ -93,6 +94,8 @@ class WebFetchTool(Tool):
             if not deadline.expired():
                 raise
             raise ToolError(f"fetching {url} timed out after {self._timeout_s:g}s") from exc
+        except FetchError as exc:  # written for the model: a host and a reason, no secrets
+            raise ToolError(str(exc)) from exc
 
         # Parsing a large page takes a while: keep the event loop free for other calls.
         output = await asyncio.to_thread(self._render, fetched, max_chars)

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import httpx
 
+from switchboard.net.fetch import default_ssl_context, describe
 from switchboard_tools.errors import ToolError
-from switchboard_tools.net.fetch import default_ssl_context, describe
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from switchboard_tools.errors import ToolError
+from .errors import FetchError, Refused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -68,14 +68,6 @@ _V4_COMPATIBLE = _N6("::/96")
 _NAT64 = _N6("64:ff9b::/96")
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)
 _HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?", re.IGNORECASE)
-
-
-class Refused(ToolError):
-    """The guard refused a URL; the message starts with ``refused:`` and says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"refused: {reason}")
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -165,7 +157,7 @@ class SsrfGuard:
 
     async def check(self, url: str | httpx.URL) -> Target:
         """The vetted :class:`Target` for ``url``; raises :class:`Refused` (or
-        :class:`ToolError` when the host does not resolve)."""
+        FetchError when the host does not resolve)."""
         try:
             parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
         except httpx.InvalidURL as exc:
@@ -215,9 +207,9 @@ class SsrfGuard:
         try:
             found = await self._resolve(host, port)
         except OSError as exc:
-            raise ToolError(f"could not resolve host {host!r}") from exc
+            raise FetchError(f"could not resolve host {host!r}") from exc
         if not found:
-            raise ToolError(f"could not resolve host {host!r}")
+            raise FetchError(f"could not resolve host {host!r}")
         return found
 
     @staticmethod

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 import httpx
 
-from switchboard_tools.errors import ToolError
-from switchboard_tools.net.ssrf import Refused, SsrfGuard, Target
+from .errors import FetchError, Refused
+from .ssrf import SsrfGuard, Target
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_ERROR_TEXT = 200
-USER_AGENT = "Switchboard-web_fetch/1.0 (self-hosted assistant)"
+USER_AGENT = "Switchboard/1.0 (self-hosted assistant)"
+# What web_fetch reads; other callers (media) pass their own.
+READABLE = "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5"
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class _Inflater:
         try:
             return self._z.decompress(chunk, room)
         except zlib.error as exc:
-            raise ToolError("the response body could not be decompressed") from exc
+            raise FetchError("the response body could not be decompressed") from exc
 
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes:
@@ -78,7 +80,7 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
         raise too_big
     encoding = response.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
-        raise ToolError(f"unsupported content-encoding {encoding!r}")
+        raise FetchError(f"unsupported content-encoding {encoding!r}")
     inflater = _Inflater() if encoding not in ("", "identity") else None
     body = bytearray()
     async for chunk in response.aiter_raw():
@@ -90,16 +92,24 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
 
 
 class Fetcher:
-    """GETs URLs through the guard. ``accept(content_type)`` may raise to refuse a body before
-    it is downloaded (binary content, say)."""
+    """GETs URLs through the guard. ``fetch``'s ``accept(content_type, status)`` may raise to
+    refuse a body before it is downloaded (binary content, say)."""
 
     def __init__(
         self,
         guard: SsrfGuard,
         limits: FetchLimits,
         ssl_context: ssl.SSLContext | None = None,
+        *,
+        user_agent: str = USER_AGENT,
+        accept: str = READABLE,
     ) -> None:
         self._guard = guard
+        self._headers = {
+            "User-Agent": user_agent,
+            "Accept": accept,
+            "Accept-Encoding": "gzip, deflate",
+        }
         self._limits = limits
         self._ssl_context = ssl_context
         self._timeout = httpx.Timeout(
@@ -153,7 +163,7 @@ class Fetcher:
         try:
             return await read_capped(response, self._limits.max_bytes)
         except httpx.TransportError as exc:
-            raise ToolError(f"reading the response failed: {describe(exc)}") from exc
+            raise FetchError(f"reading the response failed: {describe(exc)}") from exc
 
     async def _send(self, client: httpx.AsyncClient, target: Target) -> httpx.Response:
         """GET the pinned addresses in turn until one connects."""
@@ -165,13 +175,7 @@ class Fetcher:
             request = httpx.Request(
                 "GET",
                 target.pinned_url(address),
-                headers={
-                    "Host": target.host_header,
-                    "User-Agent": USER_AGENT,
-                    "Accept": "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,"
-                    "*/*;q=0.5",
-                    "Accept-Encoding": "gzip, deflate",
-                },
+                headers={"Host": target.host_header, **self._headers},
                 extensions=extensions,
             )
             try:
@@ -179,9 +183,9 @@ class Fetcher:
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 failure = exc  # try the next vetted address
             except httpx.TransportError as exc:
-                raise ToolError(f"fetching {target.url} failed: {describe(exc)}") from exc
+                raise FetchError(f"fetching {target.url} failed: {describe(exc)}") from exc
         assert failure is not None  # the guard never returns a target without addresses
-        raise ToolError(
+        raise FetchError(
             f"could not connect to {target.host_header}: {describe(failure)}"
         ) from failure
 
@@ -196,4 +200,4 @@ def _join(base: httpx.URL, location: str) -> httpx.URL:
     try:
         return base.join(location)
     except httpx.InvalidURL as exc:
-        raise ToolError(f"the server redirected to an invalid URL ({describe(exc)})") from exc
+        raise FetchError(f"the server redirected to an invalid URL ({describe(exc)})") from exc
