@@ -53,7 +53,9 @@ def test_weak_tokens_are_named_with_the_reason(value: str, why: str) -> None:
     assert problem is not None and why in problem, (value, problem)
 
 
-@pytest.mark.parametrize("value", STRONG)
+@pytest.mark.parametrize(
+    "value", STRONG, ids=["generated", "test-suites", "24-random", "passphrase"]
+)
 def test_strong_tokens_pass(value: str) -> None:
     assert tokens.weakness(value) is None
     assert tokens.require_strong("SB_SOME_TOKEN", value) == value

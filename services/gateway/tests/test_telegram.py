@@ -149,6 +149,7 @@ async def test_an_edit_is_a_new_message_and_its_retry_is_not(gw: TelegramGateway
 @pytest.mark.parametrize(
     ("secret", "why"),
     [("", "missing"), ("wrong-secret", "bad"), (SECRET + "x", "bad"), (SECRET[:-1], "bad")],
+    ids=["missing", "wrong", "one-more-character", "one-less-character"],
 )
 async def test_a_call_without_the_secret_is_401_and_nothing_is_published(
     gw: TelegramGateway, secret: str, why: str
