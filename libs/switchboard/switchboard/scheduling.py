@@ -5,8 +5,9 @@ no-op answer, and how an interval is written (``30s``, ``5m``, ``1h30m``)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
-from .errors import SwitchboardError
+from .errors import InvalidSchedule
 
 CHANNEL = "cron"  # fired jobs arrive on sb.inbound.cron
 ACCOUNT = "default"
@@ -24,10 +25,6 @@ _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 
 
-class InvalidDuration(SwitchboardError, ValueError):
-    """Not an interval like ``30s``, ``5m``, ``1h30m``; the message says so."""
-
-
 def parse_duration_ms(text: str) -> int:
     """``30s``, ``5m``, ``1h30m``, ``2d``, ``500ms`` -> milliseconds."""
     value = text.strip().lower()
@@ -38,7 +35,7 @@ def parse_duration_ms(text: str) -> int:
         total += int(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if not value or pos != len(value):
-        raise InvalidDuration(
+        raise InvalidSchedule(
             f"invalid interval {text!r}: expected a number and a unit (ms, s, m, h, d), "
             "e.g. 30s, 5m, 1h30m"
         )
@@ -55,6 +52,25 @@ def format_duration_ms(ms: int) -> str:
         if n:
             parts.append(f"{n}{unit}")
     return "".join(parts)
+
+
+def parse_at_ms(text: str, now: datetime | None = None) -> int:
+    """A one-shot time: ISO 8601 (``2026-12-24T18:00``, ``...+01:00``; no offset = UTC) or
+    ``+<interval>`` from now (``+10m``) -> epoch milliseconds."""
+    value = text.strip()
+    now = now or datetime.now(UTC)
+    if value.startswith("+"):
+        return int((now + timedelta(milliseconds=parse_duration_ms(value[1:]))).timestamp() * 1000)
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidSchedule(
+            f"invalid time {text!r}: expected ISO 8601 (2026-12-24T18:00, with an optional "
+            "offset; UTC without one) or +<interval> (+10m)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
 
 
 def is_heartbeat_ok(text: str) -> bool:

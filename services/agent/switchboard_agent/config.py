@@ -45,6 +45,8 @@ class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
     memory_scope: Literal["agent", "user"] = "agent"
     memory_recall_k: int = Field(default=0, ge=0, le=20)
     memory_sync: bool = True
+    # The scheduler, for the `cron` tool ("" : no cron tool).
+    scheduler_addr: str = "127.0.0.1:50054"
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:

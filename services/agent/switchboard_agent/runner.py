@@ -14,7 +14,7 @@ from nats.aio.client import Client as NATS
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import bus
+from switchboard import bus, scheduling
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
@@ -23,6 +23,7 @@ from switchboard.v1 import messages_pb2
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
 from .events import RunEvents
+from .heartbeat import is_heartbeat, silent_heartbeat
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
@@ -143,7 +144,9 @@ class Runner:
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
             text = reply_text(record.messages, record.status, record.stop_reason)
-            if self.outbound is not None and self.outbound.delivers_reply(item.message):
+            if silent_heartbeat(item.message, text):
+                span.set_attribute("sb.heartbeat_ok", True)  # nothing to tell anyone
+            elif self.outbound is not None and self.outbound.delivers_reply(item.message):
                 ids = list(events.message_ids)
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
             if self.memory is not None and record.status == "completed":
@@ -188,7 +191,7 @@ class Runner:
             item.message.message_id,
             self.outbound.republish_window_s,
         )
-        if found is not None:
+        if found is not None and not silent_heartbeat(item.message, found.text):
             await self.outbound.publish(
                 found.run_id, item, found.text, found.message_ids, mode.threads_replies
             )
@@ -245,7 +248,9 @@ class Runner:
 
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
-        system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
+        extra = (scheduling.HEARTBEAT_FILE,) if is_heartbeat(inbound) else ()
+        prompt = system_prompt(workspace, item.session_key, direct, extra_files=extra)
+        system = "\n\n".join([prompt, *system_extra])
         if self.memory is not None:
             self.memory.before_run(item.agent)
             asked = "\n".join(p.item.message.text for p in batch.items)

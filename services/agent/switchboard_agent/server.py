@@ -17,6 +17,7 @@ from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
 from .chat_approvals import ChatDecisions
 from .config import AgentSettings
+from .cron_tool import CronTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
 from .local_tools import LocalTools
@@ -53,6 +54,17 @@ def _memory(settings: AgentSettings, rt: ServiceRuntime) -> AgentMemory | None:
     return memory
 
 
+def _cron(
+    settings: AgentSettings, rt: ServiceRuntime, outbound: OutboundPublisher
+) -> list[CronTool]:
+    """The ``cron`` tool on the scheduler's gRPC (none: ``SB_SCHEDULER_ADDR`` is empty)."""
+    if not settings.scheduler_addr:
+        return []
+    channel = rpc.channel(settings.scheduler_addr, settings.service_token.get_secret_value())
+    rt.stack.push_async_callback(channel.close)
+    return [CronTool(channel, outbound)]
+
+
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         # The provider's SDK loads (a third of a second) while the database connects.
@@ -66,7 +78,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         outbound = OutboundPublisher(rt.js, rt.subjects)
         memory = _memory(settings, rt)
         local = LocalTools(
-            [MessageTool(outbound, settings.message_targets), *(memory.tools() if memory else [])]
+            [
+                MessageTool(outbound, settings.message_targets),
+                *(memory.tools() if memory else []),
+                *_cron(settings, rt, outbound),
+            ]
         )
         await rt.serve_grpc(
             settings.agent_grpc_host,
