@@ -91,7 +91,7 @@ SERVICES: tuple[Service, ...] = (
         "the HTTP edge: OpenAI-compatible API, sessions, tools and approvals APIs, channels",
         # /metrics on the ops port, away from the public one.
         (Port("http", 8080, "SB_HTTP_PORT", public=True), _ops(9100)),
-        calls=("agent", "router", "memory"),
+        calls=("agent", "router", "memory", "media"),
         scaled=False,
     ),
     Service(
@@ -104,7 +104,7 @@ SERVICES: tuple[Service, ...] = (
         "the agent runtime: lanes, runs, the LLM tool loop; gRPC Sessions, Approvals, ToolAccess",
         (Port("grpc", 50051, "SB_AGENT_GRPC_PORT"), _ops(9102)),
         needs=("nats", "postgres"),
-        calls=("memory",),
+        calls=("memory", "media"),
     ),
     Service(
         "memory",
@@ -120,6 +120,13 @@ SERVICES: tuple[Service, ...] = (
         "tools",
         "the tool executor: pulls tool calls and runs them in the sandbox",
         (_ops(9103),),
+    ),
+    Service(
+        "media",
+        "the media service: attachments sniffed, checked and stored with a TTL, images "
+        "resized, audio transcribed; gRPC Media",
+        (Port("grpc", 50055, "SB_MEDIA_GRPC_PORT"), _ops(9106)),
+        needs=("nats", "postgres"),
     ),
 )
 
