@@ -127,6 +127,9 @@ SERVICES: tuple[Service, ...] = (
         "resized, audio transcribed; gRPC Media",
         (Port("grpc", 50055, "SB_MEDIA_GRPC_PORT"), _ops(9106)),
         needs=("nats", "postgres"),
+        # Its files are a directory (a volume): more replicas need one shared volume
+        # (ReadWriteMany); the store and its cleanup are safe for that.
+        scaled=False,
     ),
 )
 
