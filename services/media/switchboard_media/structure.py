@@ -16,10 +16,11 @@ from .errors import InvalidMedia
 # Bytes a file may be padded with after its end.
 _PADDING = b"\x00\t\n\r "
 # Markup or documents a browser, a PDF reader or an interpreter would find in a polyglot.
-_ACTIVE = re.compile(rb"<script|<html|<\?php|<svg|%PDF-|<!doctype html", re.IGNORECASE)
-# A JPEG marker after entropy-coded data: 0xFF (fill bytes allowed) then neither a stuffed
-# zero nor a restart marker.
-_JPEG_MARKER = re.compile(rb"\xff+[^\x00\xd0-\xd7\xff]")
+# (Lower-case; searched for in the lower-cased file, one literal at a time: a few ms for 5 MB.)
+_ACTIVE = (b"<script", b"<html", b"<?php", b"<svg", b"%pdf-", b"<!doctype")
+# A JPEG marker after entropy-coded data: 0xFF then neither a stuffed zero, a restart marker
+# nor another 0xFF (a fill byte: the marker follows the last one).
+_JPEG_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 _MAX_PICTURES = 8
 
 
@@ -49,7 +50,7 @@ def _jpeg_end(data: bytes, start: int) -> int | None:
             found = _JPEG_MARKER.search(data, i)
             if found is None:
                 return None
-            i = found.end() - 2  # at the 0xFF before the marker
+            i = found.start()  # at the 0xFF before the marker
     return None
 
 
@@ -109,7 +110,8 @@ def _webp_end(data: bytes) -> int | None:
 def check_structure(data: bytes, mime: str) -> None:
     """:class:`InvalidMedia` unless ``data`` is one whole image of type ``mime`` and nothing
     else (padding aside)."""
-    if _ACTIVE.search(data):
+    lowered = data.lower()
+    if any(marker in lowered for marker in _ACTIVE):
         raise InvalidMedia(
             "the file holds markup or a document besides the image (a polyglot): refused"
         )
