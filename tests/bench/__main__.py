@@ -13,7 +13,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import channels, executor, floors, memory, modes, procs, report, scheduler
+from tests.bench import (
+    channels,
+    executor,
+    floors,
+    media,
+    memory,
+    modes,
+    procs,
+    report,
+    scheduler,
+)
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -68,6 +78,7 @@ def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) 
         results["channels"] = channels.bench_channels(plan, fake, _say)
         results["memory"] = memory.bench_memory(_say)
         results["scheduler"] = scheduler.bench_scheduler(_say)
+        results["media"] = media.bench_media(_say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:
@@ -96,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("memory", "scheduler"),
+        choices=("memory", "scheduler", "media"),
         help="run one section and put its figures into OUT/latest.json, keeping the other "
         "sections of the earlier run",
     )
@@ -126,6 +137,7 @@ Bench = Callable[[Callable[[str], None]], dict[str, Any]]
 SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
     "memory": (memory.bench_memory, memory.markdown),
     "scheduler": (scheduler.bench_scheduler, scheduler.markdown),
+    "media": (media.bench_media, media.markdown),
 }
 
 

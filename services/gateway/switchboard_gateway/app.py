@@ -14,6 +14,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard import registry, rpc
+from switchboard.media import MediaClient
 from switchboard.ops import Readiness, healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
@@ -147,6 +148,7 @@ def create_app(
     app.state.router_admin = router_pb2_grpc.RouterAdminStub(grpc_channels["router"])
     app.state.memory = memory_pb2_grpc.MemoryStub(grpc_channels["memory"])
     app.state.scheduler = scheduler_pb2_grpc.SchedulerStub(grpc_channels["scheduler"])
+    app.state.media = MediaClient(grpc_channels["media"])
     app.state.channels = channels
     app.state.typing = typing
     app.state.streams = StreamSlots(settings.max_streams_per_token)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from .errors import FetchError, Refused
+from .errors import FetchError, Refused, TooLarge
 from .ssrf import SsrfGuard, Target
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -75,7 +75,7 @@ class _Inflater:
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes:
     """The (decoded) body, or :class:`Refused` as soon as it exceeds ``limit`` bytes."""
-    too_big = Refused(f"the response is larger than the {size_text(limit)} limit")
+    too_big = TooLarge(f"the response is larger than the {size_text(limit)} limit")
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_big
