@@ -18,6 +18,8 @@ RUN groupadd --gid 10001 switchboard \
 # Workspaces (the tool executor's, the agent's): a volume in Compose, an emptyDir in Kubernetes;
 # owned by the runtime user so a fresh named volume inherits the ownership.
 RUN mkdir /workspaces && chown 10001:10001 /workspaces
+# The media service's store (SB_MEDIA_DIR): a volume; owned by the runtime user, private to it.
+RUN mkdir -p /data/media && chown 10001:10001 /data/media && chmod 0700 /data/media
 
 WORKDIR /src
 # Pinned third-party dependencies first: this layer stays cached while the code changes, and it

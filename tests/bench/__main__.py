@@ -7,12 +7,23 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.bench import channels, executor, floors, memory, modes, procs, report
+from tests.bench import (
+    channels,
+    executor,
+    floors,
+    media,
+    memory,
+    modes,
+    procs,
+    report,
+    scheduler,
+)
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
 
@@ -66,6 +77,8 @@ def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) 
         results["executor"] = executor.bench_executors(plan, fake, _say)
         results["channels"] = channels.bench_channels(plan, fake, _say)
         results["memory"] = memory.bench_memory(_say)
+        results["scheduler"] = scheduler.bench_scheduler(_say)
+        results["media"] = media.bench_media(_say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:
@@ -94,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("memory",),
+        choices=("memory", "scheduler", "media"),
         help="run one section and put its figures into OUT/latest.json, keeping the other "
         "sections of the earlier run",
     )
@@ -119,6 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# The sections --only reruns: (bench, markdown).
+Bench = Callable[[Callable[[str], None]], dict[str, Any]]
+SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
+    "memory": (memory.bench_memory, memory.markdown),
+    "scheduler": (scheduler.bench_scheduler, scheduler.markdown),
+    "media": (media.bench_media, media.markdown),
+}
+
+
 def _only(section: str, out_dir: Path) -> int:
     """One section into the earlier run's results (``--only``)."""
     earlier = out_dir / "latest.json"
@@ -126,14 +148,15 @@ def _only(section: str, out_dir: Path) -> int:
         _say(f"--only needs an earlier full run's {earlier}; run `make bench` first")
         return 2
     results = json.loads(earlier.read_text())
+    bench, markdown = SECTIONS[section]
     try:
-        results[section] = memory.bench_memory(_say)
+        results[section] = bench(_say)
     except KeyboardInterrupt:
         _say("interrupted; everything it started is stopped, no results written")
         return 130
     results[f"{section}_run_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     json_path, md_path = report.write(results, out_dir)
-    print("\n".join(memory.markdown(results[section])))
+    print("\n".join(markdown(results[section])))
     _say(f"wrote {section} into {json_path} and {md_path}")
     return 0
 

@@ -7,9 +7,11 @@ from typing import Any
 
 from tests.bench import channels as channels_mod
 from tests.bench import executor as executor_mod
+from tests.bench import media as media_mod
 from tests.bench import memory as memory_mod
 from tests.bench import modes as modes_mod
 from tests.bench import profile as profile_mod
+from tests.bench import scheduler as scheduler_mod
 from tests.bench.load import EXACT
 
 
@@ -113,6 +115,10 @@ def render(r: dict[str, Any]) -> list[str]:
         lines += channels_mod.markdown(r["channels"])
     if r.get("memory"):
         lines += memory_mod.markdown(r["memory"])
+    if r.get("scheduler"):
+        lines += scheduler_mod.markdown(r["scheduler"])
+    if r.get("media"):
+        lines += media_mod.markdown(r["media"])
     lines += _process_lines(r) + _floor_lines(r)
     if r.get("profile"):
         for title, prof in r["profile"].items():

@@ -38,6 +38,9 @@ ALL_INTERFACES = "0.0.0.0"
 # Model provider settings: optional keys of the Secret, for the service running the LLM loop only.
 MODEL_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "SB_MODEL")
 MODEL_USERS = {"agent"}
+# The media service's transcription provider key (optional).
+TRANSCRIPTION_KEYS = ("SB_TRANSCRIPTION_API_KEY",)
+TRANSCRIPTION_USERS = {"media"}
 # The chat channels' credentials: optional (a channel is served when its keys are set).
 CHANNEL_KEYS = (
     "SB_TELEGRAM_BOT_TOKEN",
@@ -49,7 +52,7 @@ CHANNEL_KEYS = (
     "SB_HOOKS_MAPPINGS",
 )
 CHANNEL_USERS = {"gateway"}
-OPTIONAL_KEYS = (*MODEL_KEYS, *CHANNEL_KEYS)
+OPTIONAL_KEYS = (*MODEL_KEYS, *CHANNEL_KEYS, *TRANSCRIPTION_KEYS)
 # Compose has no SB_DATABASE_URL variable: it builds the URL from the database's password.
 COMPOSE_SOURCE = {"SB_DATABASE_URL": "POSTGRES_PASSWORD"}
 HARDENED = {
@@ -259,6 +262,8 @@ def expected_secrets(service: Service) -> dict[str, str]:
         secrets.update({key: key for key in MODEL_KEYS})
     if service.name in CHANNEL_USERS:
         secrets.update({key: key for key in CHANNEL_KEYS})
+    if service.name in TRANSCRIPTION_USERS:
+        secrets.update({key: key for key in TRANSCRIPTION_KEYS})
     return secrets
 
 

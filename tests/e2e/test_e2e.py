@@ -176,6 +176,12 @@ AUTHENTICATED = [
     ("GET", "/api/memory/search"),
     ("GET", "/api/memory/documents/lines"),
     ("DELETE", "/api/memory/documents"),
+    ("GET", "/api/cron"),
+    ("POST", "/api/cron"),
+    ("GET", "/api/cron/{name}"),
+    ("PATCH", "/api/cron/{name}"),
+    ("DELETE", "/api/cron/{name}"),
+    ("POST", "/api/cron/{name}/run"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {
@@ -184,6 +190,7 @@ PATH_PARAMS = {
     "channel": "telegram",
     "code": "ABCDEFGH",
     "sender": "42",
+    "name": "auth-probe",
 }
 
 

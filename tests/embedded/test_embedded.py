@@ -368,17 +368,26 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
             page = await client.get(f"{base}/")
         assert page.status_code == 200 and "Switchboard is running" in page.text
 
-        names = ["gateway-0", "router-0", "agent-0", "agent-1", "memory-0", "tools-0"]
+        names = [
+            "gateway-0",
+            "router-0",
+            "agent-0",
+            "agent-1",
+            "memory-0",
+            "tools-0",
+            "scheduler-0",
+            "media-0",
+        ]
         assert sorted(sup.pids()) == sorted(names)
         envs = {name: process_env(pid) for name, pid in sup.pids().items()}
         # Each service sees only the secrets it needs (issue 9): a model key reaches the agent,
-        # the gateway token the gateway, the database the agent and memory, the gRPC credential
-        # those that use gRPC; each connects to NATS as its own user.
+        # the gateway token the gateway, the database the agent, memory, the scheduler and
+        # media, the gRPC credential those that use gRPC; each connects to NATS as its own user.
         secrets = {
             "OPENAI_API_KEY": {"agent"},
-            "SB_DATABASE_URL": {"agent", "memory"},
+            "SB_DATABASE_URL": {"agent", "memory", "scheduler", "media"},
             "SB_GATEWAY_TOKEN": {"gateway"},
-            "SB_SERVICE_TOKEN": {"gateway", "agent", "router", "memory"},
+            "SB_SERVICE_TOKEN": {"gateway", "agent", "router", "memory", "scheduler", "media"},
         }
         for name, env in envs.items():
             service = registry.get(name.rsplit("-", 1)[0])
@@ -405,7 +414,7 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
             assert folder.stat().st_mode & 0o777 == mode, (folder, oct(folder.stat().st_mode))
         ports = [envs[n]["SB_OPS_PORT"] for n in names]
         ports += [envs[n]["SB_AGENT_GRPC_PORT"] for n in ("agent-0", "agent-1")]
-        assert len(set(ports)) == len(ports) == 8
+        assert len(set(ports)) == len(ports) == 10
         agents = ",".join(
             f"127.0.0.1:{envs[n]['SB_AGENT_GRPC_PORT']}" for n in ("agent-0", "agent-1")
         )

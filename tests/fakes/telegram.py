@@ -18,6 +18,10 @@ after the entities are parsed ("message is too long"), and with ``parse_mode=HTM
 "bot was blocked by the user", ``missing_chats`` 400 "chat not found". ``fail_next`` and
 ``fail_always`` script errors (429 with ``retry_after``, 5xx...).
 
+Files: ``getFile`` answers a ``File`` (``file_path``, ``file_size``) for the ids of
+:attr:`FakeTelegram.files` (the test puts bytes there; others are "400 Bad Request: invalid
+file_id"), and ``GET /file/bot<token>/<file_path>`` serves the bytes, as the Bot API does.
+
 Other methods plug in through :attr:`FakeTelegram.methods` (``getUpdates`` for polling lives
 in :mod:`tests.fakes.telegram_updates`).
 """
@@ -33,7 +37,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.server_thread import ServerThread
@@ -79,13 +83,18 @@ class FakeTelegram:
         self.blocked: set[int] = set()
         self.missing_chats: set[int] = set()
         self.methods: dict[str, Handler] = {}  # more methods (getUpdates...)
+        self.files: dict[str, bytes] = {}  # file_id -> its bytes (getFile, /file/bot...)
+        self.downloads: list[str] = []  # file paths fetched
         self._next: list[tuple[str, Refused]] = []
         self._always: dict[str, Refused] = {}
         self._ids: dict[int, itertools.count[int]] = {}
         self._lock = threading.Lock()
         self.port = 0
         self.app = Starlette(
-            routes=[Route("/bot{token}/{method}", self._api, methods=["GET", "POST"])]
+            routes=[
+                Route("/bot{token}/{method}", self._api, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._file, methods=["GET"]),
+            ]
         )
         self._server = ServerThread(self.app, "fake-telegram")
 
@@ -182,7 +191,30 @@ class FakeTelegram:
             return ok(True)
         if method == "sendMessage" or method in MEDIA_METHODS:
             return ok(self._send(method, params))
+        if method == "getFile":
+            return ok(self._get_file(params))
         raise Refused(404, "Not Found")
+
+    def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(params.get("file_id", ""))
+        if file_id not in self.files:
+            raise Refused(400, "Bad Request: invalid file_id")
+        return {
+            "file_id": file_id,
+            "file_unique_id": "u" + file_id[-8:],
+            "file_size": len(self.files[file_id]),
+            "file_path": f"files/{file_id}",
+        }
+
+    async def _file(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return Response(status_code=401)
+        path = str(request.path_params["path"])
+        data = self.files.get(path.removeprefix("files/"))
+        if data is None:
+            return Response(status_code=404)
+        self.downloads.append(path)
+        return Response(data, media_type="application/octet-stream")
 
     def me(self) -> dict[str, Any]:
         return {

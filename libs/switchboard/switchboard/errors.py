@@ -25,3 +25,7 @@ class InvalidAgentId(SwitchboardError, ValueError):
 
 class InvalidPayload(SwitchboardError, ValueError):
     """A message on the bus is not the protobuf message its subject carries."""
+
+
+class InvalidSchedule(SwitchboardError, ValueError):
+    """Not an interval (``30s``, ``1h30m``) or a time (ISO 8601, ``+10m``); the message says so."""

@@ -133,6 +133,9 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             s.tools_procs(),
         ]
         subscribe += [s.tools_specs(), s.tools_cancel("*"), s.tools_proc("*"), s.tools_procs()]
+    elif service == "scheduler":
+        # A fired job is a system event on INBOUND, channel "cron"; nothing else.
+        publish += [s.inbound("cron")]
     elif service not in registry.names():
         raise KeyError(f"no NATS permissions for unknown service {service!r}")
     return Permissions(tuple(publish), tuple(subscribe))

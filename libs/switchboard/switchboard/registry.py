@@ -91,7 +91,7 @@ SERVICES: tuple[Service, ...] = (
         "the HTTP edge: OpenAI-compatible API, sessions, tools and approvals APIs, channels",
         # /metrics on the ops port, away from the public one.
         (Port("http", 8080, "SB_HTTP_PORT", public=True), _ops(9100)),
-        calls=("agent", "router", "memory"),
+        calls=("agent", "router", "memory", "scheduler", "media"),
         scaled=False,
     ),
     Service(
@@ -104,7 +104,7 @@ SERVICES: tuple[Service, ...] = (
         "the agent runtime: lanes, runs, the LLM tool loop; gRPC Sessions, Approvals, ToolAccess",
         (Port("grpc", 50051, "SB_AGENT_GRPC_PORT"), _ops(9102)),
         needs=("nats", "postgres"),
-        calls=("memory",),
+        calls=("memory", "scheduler", "media"),
     ),
     Service(
         "memory",
@@ -120,6 +120,23 @@ SERVICES: tuple[Service, ...] = (
         "tools",
         "the tool executor: pulls tool calls and runs them in the sandbox",
         (_ops(9103),),
+    ),
+    Service(
+        "scheduler",
+        "the scheduler: cron, interval and one-shot jobs, heartbeats, watchers; gRPC Scheduler",
+        (Port("grpc", 50054, "SB_SCHEDULER_GRPC_PORT"), _ops(9105)),
+        needs=("nats", "postgres"),
+        # Replicas share the jobs: each due job is claimed by one (FOR UPDATE SKIP LOCKED).
+    ),
+    Service(
+        "media",
+        "the media service: attachments sniffed, checked and stored with a TTL, images "
+        "resized, audio transcribed; gRPC Media",
+        (Port("grpc", 50055, "SB_MEDIA_GRPC_PORT"), _ops(9106)),
+        needs=("nats", "postgres"),
+        # Its files are a directory (a volume): more replicas need one shared volume
+        # (ReadWriteMany); the store and its cleanup are safe for that.
+        scaled=False,
     ),
 )
 

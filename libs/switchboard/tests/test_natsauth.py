@@ -46,6 +46,15 @@ def test_only_the_agent_may_start_a_tool_call_and_only_the_router_make_streams()
     assert not any(matches(p, "sb.inbound.api") for p in natsauth.permissions("tools").publish)
 
 
+def test_only_the_gateway_and_the_scheduler_publish_inbound_and_the_scheduler_only_cron() -> None:
+    for name in registry.names():
+        publish = natsauth.permissions(name).publish
+        cron = any(matches(p, SUBJECTS.inbound("cron")) for p in publish)
+        assert cron == (name in ("gateway", "scheduler")), name
+        telegram = any(matches(p, SUBJECTS.inbound("telegram")) for p in publish)
+        assert telegram == (name == "gateway"), name
+
+
 def test_passwords_are_strings_to_nats_server() -> None:
     """nats-server reads an environment value like a config value: a leading digit would make
     it a number (and the server refuse to start)."""

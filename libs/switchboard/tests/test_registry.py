@@ -96,7 +96,7 @@ def test_gateway_health_is_its_http_port_others_their_ops_port() -> None:
 def test_addr_setting_and_callers_declare_it() -> None:
     assert registry.get("agent").addr_setting == "SB_AGENT_ADDR"
     served = [s.name for s in registry.SERVICES if s.port("grpc") is not None]
-    assert served == ["router", "agent", "memory"]
+    assert served == ["router", "agent", "memory", "scheduler", "media"]
     for service in registry.SERVICES:
         assert service.addr_setting == f"SB_{service.name.upper()}_ADDR"
         assert service.otel_name == f"switchboard-{service.name}"

@@ -45,6 +45,12 @@ class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
     memory_scope: Literal["agent", "user"] = "agent"
     memory_recall_k: int = Field(default=0, ge=0, le=20)
     memory_sync: bool = True
+    # The scheduler, for the `cron` tool ("" : no cron tool).
+    scheduler_addr: str = "127.0.0.1:50054"
+    # Media (agent_media.py): the media service ("" : attachments become a note, no image
+    # tool); the long edge images are resized to for the model (Anthropic's advice: 1568).
+    media_addr: str = "127.0.0.1:50055"
+    image_max_edge: int = Field(default=1568, ge=64, le=8192)
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:

@@ -27,15 +27,20 @@ def truncate(text: str, limit: int = MAX_FILE_CHARS) -> str:
 
 
 def system_prompt(
-    workspace: Path, session_key: str, direct: bool, now: datetime | None = None
+    workspace: Path,
+    session_key: str,
+    direct: bool,
+    now: datetime | None = None,
+    extra_files: tuple[str, ...] = (),
 ) -> str:
+    """``extra_files``: workspace files this run adds (a heartbeat's ``HEARTBEAT.md``)."""
     now = now or datetime.now(UTC)
     parts = [
         BASE,
         f"Current time: {now.isoformat(timespec='seconds')} (UTC). Session: {session_key}. "
         f"Runtime: Switchboard on {platform.system()}.",
     ]
-    names = BOOTSTRAP_FILES + (DIRECT_ONLY if direct else ())
+    names = BOOTSTRAP_FILES + (DIRECT_ONLY if direct else ()) + extra_files
     for name in names:
         path = workspace / name
         if path.is_file():

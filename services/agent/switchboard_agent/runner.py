@@ -14,22 +14,24 @@ from nats.aio.client import Client as NATS
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import bus
+from switchboard import bus, scheduling
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
+from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
 from .events import RunEvents
+from .heartbeat import is_heartbeat, silent_heartbeat
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
 from .prompt import system_prompt
 from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
 from .providers.errors import ModelError
-from .queueing import Batch, RunControl
+from .queueing import Batch, PendingItem, RunControl
 from .replies import committed_reply, reply_text
 from .store import RunRecord, SessionStore
 from .toolgate import ToolGate, ToolRules
@@ -68,6 +70,7 @@ class Runner:
         outbound: OutboundPublisher | None = None,
         local: LocalTools | None = None,
         memory: AgentMemory | None = None,
+        media: AgentMedia | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -82,6 +85,7 @@ class Runner:
         self.outbound = outbound
         self.local = local or LocalTools()  # tools the agent runs itself (message, memory_*)
         self.memory = memory
+        self.media = media
 
     async def run(
         self,
@@ -143,7 +147,9 @@ class Runner:
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
             text = reply_text(record.messages, record.status, record.stop_reason)
-            if self.outbound is not None and self.outbound.delivers_reply(item.message):
+            if silent_heartbeat(item.message, text):
+                span.set_attribute("sb.heartbeat_ok", True)  # nothing to tell anyone
+            elif self.outbound is not None and self.outbound.delivers_reply(item.message):
                 ids = list(events.message_ids)
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
             if self.memory is not None and record.status == "completed":
@@ -188,7 +194,7 @@ class Runner:
             item.message.message_id,
             self.outbound.republish_window_s,
         )
-        if found is not None:
+        if found is not None and not silent_heartbeat(item.message, found.text):
             await self.outbound.publish(
                 found.run_id, item, found.text, found.message_ids, mode.threads_replies
             )
@@ -236,7 +242,7 @@ class Runner:
                 elif c.role in ("user", "assistant") and not turn.resumed:
                     record.messages.append(text_message(c.role, c.text))
         if not turn.resumed:
-            record.messages.append(user_turn(batch.items))
+            record.messages.append(await self._user_turn(batch.items))
         if self.model is None:
             record.stop_reason = "no_model"
             record.messages.append(text_message("assistant", self.no_model_reply))
@@ -245,7 +251,9 @@ class Runner:
 
         workspace = self.workspace_root / item.agent
         direct = inbound.chat.type != "group"
-        system = "\n\n".join([system_prompt(workspace, item.session_key, direct), *system_extra])
+        extra = (scheduling.HEARTBEAT_FILE,) if is_heartbeat(inbound) else ()
+        prompt = system_prompt(workspace, item.session_key, direct, extra_files=extra)
+        system = "\n\n".join([prompt, *system_extra])
         if self.memory is not None:
             self.memory.before_run(item.agent)
             asked = "\n".join(p.item.message.text for p in batch.items)
@@ -261,7 +269,7 @@ class Runner:
                     ran = await run_tools(self.gate, self.tools, turn, uses, self.local)
                     record.messages.append(ran)
                 if turn.late:  # resumed with items the checkpoint did not hold
-                    record.messages.append(user_turn(turn.late))
+                    record.messages.append(await self._user_turn(turn.late))
                     turn.late = []
                 if record.iterations >= self.max_iterations:
                     record.stop_reason = "max_iterations"
@@ -275,7 +283,7 @@ class Runner:
                     if steered:
                         STEERED.inc(len(steered))
                         events.message_ids.extend(p.item.message.message_id for p in steered)
-                        record.messages.append(user_turn(steered))
+                        record.messages.append(await self._user_turn(steered))
                 request = ModelRequest(
                     system=system,
                     messages=history + record.messages,
@@ -297,6 +305,19 @@ class Runner:
             await events.emit("error", "error", text=exc.message)
             await self._stream_text(text, events, reply)
             record.messages.append(text_message("assistant", text))
+
+    async def _user_turn(self, items: list[PendingItem]) -> dict[str, Any]:
+        """The user turn of ``items``, their attachments as image blocks or transcripts."""
+        attachments: list[list[dict[str, Any]]] = []
+        for p in items:
+            refs = list(p.item.message.media)
+            if not refs:
+                attachments.append([])
+            elif self.media is None:
+                attachments.append([note("[an attachment was sent; media is not configured]")])
+            else:
+                attachments.append(await self.media.blocks(refs))
+        return user_turn(items, attachments)
 
     async def _call_model(
         self, request: ModelRequest, events: RunEvents, reply: list[str]

@@ -8,15 +8,19 @@ import logging
 import uuid
 
 from switchboard import bus, registry, rpc
+from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import approvals_pb2_grpc, messages_pb2, sessions_pb2_grpc
 
+from .agent_media import AgentMedia
 from .agent_memory import AgentMemory
 from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
 from .chat_approvals import ChatDecisions
 from .config import AgentSettings
+from .cron_tool import CronTool
+from .image_tool import ImageTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
 from .local_tools import LocalTools
@@ -53,6 +57,26 @@ def _memory(settings: AgentSettings, rt: ServiceRuntime) -> AgentMemory | None:
     return memory
 
 
+def _cron(
+    settings: AgentSettings, rt: ServiceRuntime, outbound: OutboundPublisher
+) -> list[CronTool]:
+    """The ``cron`` tool on the scheduler's gRPC (none: ``SB_SCHEDULER_ADDR`` is empty)."""
+    if not settings.scheduler_addr:
+        return []
+    channel = rpc.channel(settings.scheduler_addr, settings.service_token.get_secret_value())
+    rt.stack.push_async_callback(channel.close)
+    return [CronTool(channel, outbound)]
+
+
+def _media(settings: AgentSettings, rt: ServiceRuntime) -> AgentMedia | None:
+    """The media service's client (None: ``SB_MEDIA_ADDR`` is empty)."""
+    if not settings.media_addr:
+        return None
+    channel = rpc.channel(settings.media_addr, settings.service_token.get_secret_value())
+    rt.stack.push_async_callback(channel.close)
+    return AgentMedia(MediaClient(channel), settings.image_max_edge)
+
+
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         # The provider's SDK loads (a third of a second) while the database connects.
@@ -65,8 +89,15 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         tools = ToolDispatcher(rt.nc, rt.js, rt.subjects, settings.tool_timeout_s)
         outbound = OutboundPublisher(rt.js, rt.subjects)
         memory = _memory(settings, rt)
+        media = _media(settings, rt)
+        model, no_model_reply = await choosing
         local = LocalTools(
-            [MessageTool(outbound, settings.message_targets), *(memory.tools() if memory else [])]
+            [
+                MessageTool(outbound, settings.message_targets),
+                *(memory.tools() if memory else []),
+                *_cron(settings, rt, outbound),
+                *([ImageTool(media, model)] if media else []),
+            ]
         )
         await rt.serve_grpc(
             settings.agent_grpc_host,
@@ -82,7 +113,6 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             ),
         )
 
-        model, no_model_reply = await choosing
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
         gate.announce = ApprovalNotices(outbound, approvals)
         # "/approve <id>" in a chat: the router asks, any replica answers.
@@ -101,6 +131,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             outbound,
             local,
             memory,
+            media,
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

@@ -70,9 +70,15 @@ def text_message(role: str, text: str) -> Message:
     return {"role": role, "content": [{"type": "text", "text": text}]}
 
 
-def user_turn(items: list[PendingItem]) -> Message:
-    """One user turn: a text block per lane item (several when collected or steered)."""
-    return {
-        "role": "user",
-        "content": [{"type": "text", "text": p.item.message.text} for p in items],
-    }
+def user_turn(
+    items: list[PendingItem], attachments: list[list[dict[str, Any]]] | None = None
+) -> Message:
+    """One user turn: a text block per lane item (several when collected or steered), each
+    followed by the blocks of its attachments (``attachments[i]`` for ``items[i]``)."""
+    content: list[dict[str, Any]] = []
+    for n, p in enumerate(items):
+        extra = attachments[n] if attachments and n < len(attachments) else []
+        if p.item.message.text or not extra:
+            content.append({"type": "text", "text": p.item.message.text})
+        content.extend(extra)
+    return {"role": "user", "content": content}

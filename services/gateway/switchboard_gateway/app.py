@@ -14,13 +14,21 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard import registry, rpc
+from switchboard.media import MediaClient
 from switchboard.ops import Readiness, healthz, metrics, readyz_endpoint
 from switchboard.runtime import ServiceRuntime, service_ready
 from switchboard.telemetry import extract_context
-from switchboard.v1 import approvals_pb2_grpc, memory_pb2_grpc, router_pb2_grpc, sessions_pb2_grpc
+from switchboard.v1 import (
+    approvals_pb2_grpc,
+    memory_pb2_grpc,
+    router_pb2_grpc,
+    scheduler_pb2_grpc,
+    sessions_pb2_grpc,
+)
 
 from . import (
     approvals_api,
+    cron_api,
     events_api,
     hooks_api,
     memory_api,
@@ -139,6 +147,8 @@ def create_app(
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)
     app.state.router_admin = router_pb2_grpc.RouterAdminStub(grpc_channels["router"])
     app.state.memory = memory_pb2_grpc.MemoryStub(grpc_channels["memory"])
+    app.state.scheduler = scheduler_pb2_grpc.SchedulerStub(grpc_channels["scheduler"])
+    app.state.media = MediaClient(grpc_channels["media"])
     app.state.channels = channels
     app.state.typing = typing
     app.state.streams = StreamSlots(settings.max_streams_per_token)
@@ -161,6 +171,7 @@ def create_app(
     app.include_router(approvals_api.router)
     app.include_router(pairing_api.router)
     app.include_router(memory_api.router)
+    app.include_router(cron_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     if channels:
         app.include_router(channel_routes.router)

@@ -28,6 +28,8 @@ class GatewaySettings(CommonSettings, RpcSettings):
     agent_addr: str = "127.0.0.1:50051"
     router_addr: str = "127.0.0.1:50052"
     memory_addr: str = "127.0.0.1:50053"
+    scheduler_addr: str = "127.0.0.1:50054"
+    media_addr: str = "127.0.0.1:50055"
     default_agent: AgentId = "main"
     reply_timeout_s: float = Field(default=300.0, gt=0)
     # Text characters one request may bring in (a chat's messages together; the bus carries it

@@ -29,6 +29,7 @@ class Outgoing:
     sender: str = ""
     account: str = "default"
     context: Sequence[tuple[str, str]] = ()
+    media: Sequence[str] = ()  # media: references (switchboard.media)
     message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def to_proto(self) -> messages_pb2.InboundMessage:
@@ -38,6 +39,7 @@ class Outgoing:
             sender=self.sender,
             chat=messages_pb2.ChatRef(id=self.sender or self.session_key, type="direct"),
             text=self.text,
+            media=list(self.media),
             message_id=self.message_id,
             received_at_ms=int(time.time() * 1000),
             session_key=self.session_key,

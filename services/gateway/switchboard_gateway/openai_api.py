@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from switchboard.sessions import direct_key, is_agent_id
 from switchboard.v1 import messages_pb2
 
+from .attachments import image_urls, ingest_images
 from .auth import caller_id
 from .config import MESSAGES_CEILING, GatewaySettings
 from .conversations import Conversations, Outgoing, ReplyTimeout
@@ -69,10 +70,20 @@ def _agent_for(model: str, default_agent: str) -> str:
     return agent or default_agent
 
 
-def _outgoing(req: ChatRequest, agent: str, session_header: str | None) -> Outgoing:
+def _images(req: ChatRequest) -> list[str]:
+    """The image URLs of the last message (a user message's ``image_url`` parts)."""
+    content = req.messages[-1].content
+    return image_urls(content) if isinstance(content, list) else []
+
+
+def _outgoing(
+    req: ChatRequest, agent: str, session_header: str | None, images: bool = False
+) -> Outgoing:
     last = req.messages[-1]
-    if last.role != "user" or not last.text().strip():
-        raise ApiError(400, "The last message must be a user message with text.", param="messages")
+    if last.role != "user" or not (last.text().strip() or images):
+        raise ApiError(
+            400, "The last message must be a user message with text or images.", param="messages"
+        )
     if session_header or req.user:
         peer = session_header or req.user or ""
         if not PEER.fullmatch(peer):
@@ -137,8 +148,11 @@ async def chat_completions(
     settings: GatewaySettings = request.app.state.settings
     _check_count(body, settings)
     agent = _agent_for(body.model, settings.default_agent)
-    out = _outgoing(body, agent, x_switchboard_session)
+    urls = _images(body)
+    out = _outgoing(body, agent, x_switchboard_session, bool(urls))
     _check_text(out, settings)
+    if urls:
+        out.media = await ingest_images(request.app.state.media, urls)
     conversations: Conversations = request.app.state.conversations
     completion_id = f"chatcmpl-{out.message_id}"
     created = int(time.time())

@@ -7,8 +7,9 @@ import logging
 
 import uvicorn
 
-from switchboard import registry
+from switchboard import registry, rpc
 from switchboard.errors import ConfigError
+from switchboard.media import MediaClient
 from switchboard.ops import EmbeddedServer
 from switchboard.runtime import ServiceRuntime
 
@@ -29,7 +30,11 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("gateway"), settings, stop) as rt:
         channels = configured_adapters(settings)
         typing = Typing(rt.nc, rt.subjects)
+        media = rpc.channel(settings.media_addr, settings.service_token.get_secret_value())
+        rt.stack.push_async_callback(media.close)
         for adapter in channels.values():
+            if hasattr(adapter, "media"):  # its attachments go to the media service
+                adapter.media = MediaClient(media)
             typing.follow(adapter)
             await adapter.start(rt)
             rt.stack.push_async_callback(adapter.close)

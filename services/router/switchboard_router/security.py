@@ -14,7 +14,8 @@ Built here (settings in :mod:`switchboard_router.config`):
 - **Group activation**: under ``mention`` (default) a group message runs only when it
   mentions the bot (reason ``not_mentioned`` otherwise); ``always`` runs every group message.
 - The first-party channels ``api``, ``openai``, ``webchat`` and ``hooks`` are authenticated by
-  the gateway (its token) and are never subject to these policies.
+  the gateway (its token), and ``cron`` carries the scheduler's fired jobs: they are never
+  subject to these policies.
 
 - **Rate limits** per sender on chat channels (:mod:`switchboard_router.ratelimit`): over
   the limit, reason ``rate_limited``.
@@ -37,8 +38,10 @@ from .ratelimit import RateLimiter
 # Sends a new pairing request's code to the sender's chat.
 Notify = Callable[[messages_pb2.InboundMessage, router_pb2.PairingRequest], Awaitable[None]]
 
-# Channels the gateway authenticates itself (its bearer token or a paired device).
-AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks"})
+# Channels the gateway authenticates itself (its bearer token or a paired device), and the
+# scheduler's system events ("cron"): only the gateway's and the scheduler's NATS users may
+# publish inbound subjects (switchboard.natsauth).
+AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks", "cron"})
 
 NOT_ALLOWED = "not_allowed"
 PAIRING_REQUIRED = "pairing_required"

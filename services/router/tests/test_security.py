@@ -33,7 +33,7 @@ async def test_dm_policy_admits_allowed_senders_only(
     assert refused("telegram", reason) == before + 1
 
 
-@pytest.mark.parametrize("channel", ["api", "openai", "webchat", "hooks"])
+@pytest.mark.parametrize("channel", ["api", "openai", "webchat", "hooks", "cron"])
 async def test_authenticated_channels_always_pass(nats_url: str, channel: str) -> None:
     async with router(nats_url, SB_DM_POLICY="allowlist") as r:
         reached = await route(r.js, dm(channel, "anyone", "m-1"), group(channel, "m-2", False))

@@ -16,8 +16,8 @@ import stat
 from pathlib import Path
 from typing import Literal
 
+from switchboard.beneath import O_CLOEXEC, O_PATH
 from switchboard.sessions import is_agent_id
-from switchboard_tools.beneath import O_CLOEXEC, O_PATH
 from switchboard_tools.errors import ToolError
 
 WorkspaceScope = Literal["agent", "session"]

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from switchboard_tools.beneath import O_CLOEXEC, O_PATH, open_beneath
+from switchboard.beneath import O_CLOEXEC, O_PATH, open_beneath
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import ToolContext
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from switchboard_tools.beneath import Resolver, openat2_available, use_resolver
+from switchboard.beneath import Resolver, openat2_available, use_resolver
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sandbox

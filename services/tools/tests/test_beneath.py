@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from switchboard_tools import beneath
-from switchboard_tools.beneath import O_PATH, open_beneath
+from switchboard import beneath
+from switchboard.beneath import O_PATH, open_beneath
 from switchboard_tools.errors import ToolError
 from switchboard_tools.wsfs import WorkspaceFS
 

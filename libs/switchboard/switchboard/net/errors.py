@@ -16,3 +16,7 @@ class Refused(FetchError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"refused: {reason}")
         self.reason = reason
+
+
+class TooLarge(Refused):
+    """The body is larger than the caller's cap."""

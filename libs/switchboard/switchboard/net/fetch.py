@@ -1,5 +1,6 @@
-"""A guarded HTTP GET: every hop is vetted by the :class:`SsrfGuard` and connects to the vetted
-address it pinned; redirects are followed by hand (capped) and the body is read up to a cap.
+"""A guarded HTTP GET (and a POST, for webhooks): every hop is vetted by the :class:`SsrfGuard`
+and connects to the vetted address it pinned; redirects of a GET are followed by hand (capped)
+and the body is read up to a cap.
 
 Pinning: the request URL carries the vetted IP address while the ``Host`` header keeps the
 original ``host[:port]`` and, for https, the ``sni_hostname`` request extension makes httpcore
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from .errors import FetchError, Refused
+from .errors import FetchError, Refused, TooLarge
 from .ssrf import SsrfGuard, Target
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -74,7 +75,7 @@ class _Inflater:
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes:
     """The (decoded) body, or :class:`Refused` as soon as it exceeds ``limit`` bytes."""
-    too_big = Refused(f"the response is larger than the {size_text(limit)} limit")
+    too_big = TooLarge(f"the response is larger than the {size_text(limit)} limit")
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_big
@@ -151,6 +152,26 @@ class Fetcher:
                     await response.aclose()
         raise AssertionError("unreachable: the loop returns or raises")
 
+    async def post(self, url: str, body: bytes, content_type: str) -> Fetched:
+        """POST ``body`` to ``url`` through the guard (a webhook). Redirects are not followed:
+        a 3xx answer is returned as it is."""
+        async with httpx.AsyncClient(
+            verify=self._ssl(), trust_env=False, follow_redirects=False
+        ) as client:
+            target = await self._check(url, 0)
+            response = await self._send(client, target, "POST", body, content_type)
+            try:
+                return Fetched(
+                    url=str(target.url),
+                    status=response.status_code,
+                    reason=response.reason_phrase,
+                    content_type=response.headers.get("content-type", ""),
+                    body=await self._read(response),
+                    redirects=0,
+                )
+            finally:
+                await response.aclose()
+
     async def _check(self, url: str | httpx.URL, hop: int) -> Target:
         try:
             return await self._guard.check(url)
@@ -165,17 +186,28 @@ class Fetcher:
         except httpx.TransportError as exc:
             raise FetchError(f"reading the response failed: {describe(exc)}") from exc
 
-    async def _send(self, client: httpx.AsyncClient, target: Target) -> httpx.Response:
-        """GET the pinned addresses in turn until one connects."""
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        target: Target,
+        method: str = "GET",
+        body: bytes | None = None,
+        content_type: str = "",
+    ) -> httpx.Response:
+        """GET (or ``method``) the pinned addresses in turn until one connects."""
         extensions: dict[str, object] = {"timeout": self._timeout}
         if target.url.scheme == "https":
             extensions["sni_hostname"] = target.host
         failure: Exception | None = None
         for address in target.addresses:
+            headers = {"Host": target.host_header, **self._headers}
+            if content_type:
+                headers["Content-Type"] = content_type
             request = httpx.Request(
-                "GET",
+                method,
                 target.pinned_url(address),
-                headers={"Host": target.host_header, **self._headers},
+                headers=headers,
+                content=body,
                 extensions=extensions,
             )
             try:

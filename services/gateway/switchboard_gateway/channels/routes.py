@@ -39,6 +39,9 @@ async def receive(channel: str, account: str, request: Request) -> JSONResponse:
     for message in inbound.messages:
         message.channel, message.account = channel, account
         message.received_at_ms = message.received_at_ms or call.received_at_ms
+        fetch = getattr(adapter, "fetch_attachments", None)  # attachments into media first
+        if fetch is not None:
+            await fetch(message)
         await conversations.publish(message)
         typing.expect(adapter, message)
     return JSONResponse(inbound.reply if inbound.reply is not None else {"ok": True})

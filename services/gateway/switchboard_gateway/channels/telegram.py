@@ -27,6 +27,7 @@ import httpx
 
 from switchboard import tokens
 from switchboard.errors import ConfigError
+from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -42,6 +43,7 @@ from .base import (
     Undeliverable,
 )
 from .telegram_api import BotApi, BotApiError, describe, second_try
+from .telegram_files import ingest_attachments
 from .telegram_format import to_pieces
 from .telegram_inbound import (
     ALLOWED_UPDATES,
@@ -99,6 +101,7 @@ class TelegramAdapter:
         self._polling: Polling | None = None  # polling mode (helper telegram-poll)
         self.on_published: OnPublished | None = None  # polled messages (typing), base.py
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
+        self.media: MediaClient | None = None  # attachments go to the media service (server.py)
 
     def __repr__(self) -> str:  # never the token or the secret
         return f"TelegramAdapter({self.api!r}, bot={self.bot!r}, mode={self.mode!r})"
@@ -118,7 +121,12 @@ class TelegramAdapter:
         # --- polling mode (helper telegram-poll): getUpdates on the replica holding the lease
         if self.mode == "polling" and rt is not None and self.settings is not None:
             self._polling = await start_polling(
-                rt, self.settings, self, self.parse_update, on_published=self.on_published
+                rt,
+                self.settings,
+                self,
+                self.parse_update,
+                on_published=self.on_published,
+                prepare=self.fetch_attachments,
             )
 
     async def _introduce(self) -> None:
@@ -210,6 +218,11 @@ class TelegramAdapter:
 
     def parse(self, request: InboundRequest) -> Inbound:
         return Inbound(messages=parse_body(request.body, self.bot))
+
+    async def fetch_attachments(self, message: messages_pb2.InboundMessage) -> None:
+        """Photos, voice notes and audio into the media service (telegram_files.py)."""
+        if self.media is not None and message.media:
+            await ingest_attachments(self.api, self.media, message)
 
     def parse_update(self, update: Mapping[str, Any]) -> list[messages_pb2.InboundMessage]:
         """One ``Update`` (from getUpdates) as this bot sees it."""

@@ -104,6 +104,22 @@ class BotApi:
         response = await self._http.post(method, json=dict(params or {}), timeout=timeout)
         return result_of(response)
 
+    async def fetch_file(self, file_path: str, max_bytes: int) -> bytes:
+        """A file ``getFile`` named (``GET /file/bot<token>/<file_path>``), at most
+        ``max_bytes``; :class:`BotApiError` when it is not there or larger."""
+        if self._http is None:
+            raise RuntimeError("the Telegram client is not open")
+        url = f"{self.api_base}/file/{PLACEHOLDER}/{file_path}"
+        async with self._http.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise BotApiError(response.status_code, "the file could not be downloaded")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise BotApiError(400, f"the file is larger than {max_bytes} bytes")
+        return bytes(body)
+
 
 def result_of(response: httpx.Response) -> Any:
     """The ``result`` of a Bot API answer; :class:`BotApiError` for an error or a body that is

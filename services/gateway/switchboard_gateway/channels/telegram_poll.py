@@ -258,15 +258,22 @@ async def start_polling(
     account: str = "default",
     retry_s: float = 3.0,
     on_published: Callable[[messages_pb2.InboundMessage], None] | None = None,
+    prepare: Callable[[messages_pb2.InboundMessage], Awaitable[None]] | None = None,
 ) -> Polling:
     """Poll the bot through ``api`` on this replica whenever it holds the account's lease;
     ``parse`` turns one update into its messages (the webhook's parser). Close the returned
     :class:`Polling` before ``api``."""
     conversations = Conversations(rt.nc, rt.js, rt.subjects)
+
+    async def publish(message: messages_pb2.InboundMessage) -> bool:
+        if prepare is not None:  # attachments into the media service first
+            await prepare(message)
+        return await conversations.publish(message)
+
     poller = TelegramPoller(
         api,
         parse,
-        conversations.publish,
+        publish,
         account=account,
         settings=PollSettings(
             timeout_s=settings.telegram_poll_timeout_s,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from switchboard_tools.beneath import O_CLOEXEC
+from switchboard.beneath import O_CLOEXEC
 from switchboard_tools.errors import ToolError
 from switchboard_tools.hunks import apply_hunks
 from switchboard_tools.patch import FilePatch, PatchError, parse_patch

@@ -8,7 +8,7 @@ import posixpath
 import time
 from typing import Any, ClassVar
 
-from switchboard_tools.beneath import O_CLOEXEC
+from switchboard.beneath import O_CLOEXEC
 from switchboard_tools.errors import ArgumentError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
 from switchboard_tools.textsearch import MAX_PATTERN_CHARS, Matcher, grep_fd

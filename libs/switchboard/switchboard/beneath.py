@@ -1,4 +1,5 @@
-"""Opening a path beneath a directory descriptor, with no way out of it.
+"""Opening a path beneath a directory descriptor, with no way out of it (the tool executor's file
+tools, the scheduler's file watchers).
 
 Two resolvers with the same contract, :func:`open_beneath`:
 

@@ -1,0 +1,2 @@
+"""The media service: attachments sniffed, checked, stored with a TTL; images resized, audio
+transcribed."""

@@ -1,0 +1,3 @@
+from switchboard.host import module_main
+
+module_main("media")

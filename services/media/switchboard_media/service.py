@@ -1,0 +1,140 @@
+"""gRPC ``Media``: requests checked and turned into calls of :class:`.Media`; its errors into
+statuses a caller can act on, never a stack trace or internal text."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from switchboard.v1 import media_pb2, media_pb2_grpc
+
+from .errors import InvalidMedia, NotConfigured, NotFound, ProviderFailed, TooLarge
+from .media import Media
+from .metrics import INGESTED
+from .store import Stored
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+_STATUSES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
+    (InvalidMedia, grpc.StatusCode.INVALID_ARGUMENT),
+    (TooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (NotConfigured, grpc.StatusCode.FAILED_PRECONDITION),
+    (ProviderFailed, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+async def _abort(exc: Exception, name: str, context: grpc.aio.ServicerContext) -> None:
+    for kind, code in _STATUSES:
+        if isinstance(exc, kind):
+            await context.abort(code, str(exc))
+    log.exception("media %s failed", name, exc_info=exc)
+    await context.abort(grpc.StatusCode.INTERNAL, "the media service failed")
+
+
+def _statuses(
+    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
+) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
+    @functools.wraps(method)
+    async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await _abort(exc, method.__name__, context)
+        raise AssertionError("unreachable: abort raises")
+
+    return wrapped
+
+
+def ref_of(stored: Stored) -> media_pb2.MediaRef:
+    return media_pb2.MediaRef(
+        sha256=stored.sha256,
+        mime=stored.mime,
+        size=stored.size,
+        width=stored.width,
+        height=stored.height,
+        expires_at_ms=stored.expires_at_ms,
+    )
+
+
+class MediaService(media_pb2_grpc.MediaServicer):
+    def __init__(self, media: Media) -> None:
+        self.media = media
+
+    @_statuses
+    async def Ingest(
+        self,
+        request_iterator: AsyncIterator[media_pb2.MediaIngestRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> media_pb2.MediaRef:
+        header: media_pb2.MediaIngestHeader | None = None
+        body = bytearray()
+        try:
+            async for request in request_iterator:
+                if header is None:
+                    header = request.header
+                elif request.HasField("header"):
+                    raise InvalidMedia("the header goes in the first message only")
+                if request.data and header.url:
+                    raise InvalidMedia("an ingest of a URL takes no bytes")
+                if len(body) + len(request.data) > self.media.max_bytes:
+                    raise self.media.too_large()  # before buffering more than the cap
+                body += request.data
+            if header is None:
+                raise InvalidMedia("no header and no bytes were sent")
+            if header.ttl_s < 0:
+                raise InvalidMedia("ttl_s must be >= 0")
+            data = await self.media.fetch(header.url) if header.url else bytes(body)
+            stored = await self.media.ingest(data, int(header.ttl_s))
+        except Exception as exc:
+            source = "url" if header is not None and header.url else "bytes"
+            INGESTED.labels(source, type(exc).__name__).inc()
+            raise
+        INGESTED.labels("url" if header.url else "bytes", "ok").inc()
+        log.info("ingested", extra={"sha256": stored.sha256, "mime": stored.mime})
+        return ref_of(stored)
+
+    async def Get(
+        self, request: media_pb2.MediaGetRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[media_pb2.MediaChunk]:
+        try:
+            stored = await self.media.store.find(request.sha256)
+            first = True
+            async for data in self.media.store.chunks(stored):
+                yield media_pb2.MediaChunk(ref=ref_of(stored) if first else None, data=data)
+                first = False
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await _abort(exc, "Get", context)
+
+    @_statuses
+    async def Transform(
+        self, request: media_pb2.MediaTransformRequest, context: grpc.aio.ServicerContext
+    ) -> media_pb2.MediaRef:
+        stored = await self.media.transform(
+            request.sha256,
+            request.operation,
+            request.max_width,
+            request.max_height,
+            request.format.lower(),
+            request.quality,
+        )
+        return ref_of(stored)
+
+    @_statuses
+    async def Transcribe(
+        self, request: media_pb2.MediaTranscribeRequest, context: grpc.aio.ServicerContext
+    ) -> media_pb2.MediaTranscribeResponse:
+        if len(request.language) > 16 or len(request.prompt) > 2000:
+            raise InvalidMedia("language is at most 16 characters, prompt at most 2000")
+        text = await self.media.transcribe(request.sha256, request.language, request.prompt)
+        return media_pb2.MediaTranscribeResponse(
+            text=text, language=request.language, model=self.media.transcriber.model
+        )

@@ -1,0 +1,96 @@
+"""The media service as its callers see it: the agent's attachments (image blocks, transcripts,
+and a readable note when the service is down or a file expired) and its ``image`` tool asking
+the model (the fake OpenAI-compatible one, through the real provider) about an image."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+from PIL import Image
+
+from switchboard import rpc
+from switchboard.embedded import free_port
+from switchboard.media import MediaClient, media_ref
+from switchboard.v1 import messages_pb2
+from switchboard_agent.agent_media import AgentMedia
+from switchboard_agent.image_tool import ImageTool
+from switchboard_agent.local_tools import LocalContext
+from switchboard_agent.providers.openai import OpenAIChatModel
+from switchboard_agent.tools_client import CallRequest
+from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support import media_files
+
+from .media_harness import media_service
+
+
+async def test_attachments_become_blocks_or_notes(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    async with media_service(nats_url, database_url, tmp_path) as m:
+        agent = AgentMedia(m.client, max_edge=100)
+        photo = await m.client.ingest_bytes(media_files.jpeg(400, 200))
+        voice = await m.client.ingest_bytes(media_files.ogg_voice())
+        refs = [
+            media_ref(photo.sha256, photo.mime),
+            media_ref(voice.sha256, voice.mime),  # transcription is not configured here
+            media_ref("f" * 64, "image/png"),  # never stored (or expired)
+            "telegram:photo:AgACAgGone",
+        ]
+        image, reference, voice_note, expired, other = await agent.blocks(refs)
+        assert image["type"] == "image" and image["source"]["media_type"] == "image/jpeg"
+        decoded = Image.open(io.BytesIO(base64.b64decode(image["source"]["data"])))
+        assert decoded.size == (100, 50)
+        assert reference["text"] == f"[image {media_ref(photo.sha256, 'image/jpeg')}]"
+        assert "voice note" in voice_note["text"]
+        assert "SB_TRANSCRIPTION_API_KEY" in voice_note["text"]
+        assert expired["text"] == "[an image was attached but has expired]"
+        assert other["text"] == "[a photo was attached but could not be loaded]"
+
+
+async def test_a_media_service_that_is_down_is_a_note() -> None:
+    channel = rpc.channel(f"127.0.0.1:{free_port()}", "media-down-token-" + "x" * 20)
+    try:
+        agent = AgentMedia(MediaClient(channel), max_edge=1568)
+        (block,) = await agent.blocks([media_ref("a" * 64, "image/jpeg")])
+        assert block["type"] == "text"
+        assert block["text"].startswith("[an image was attached but could not be loaded")
+        assert "media service is unavailable" in block["text"]
+    finally:
+        await channel.close()
+
+
+async def test_the_image_tool_asks_the_model(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    seen: list[FakeRequest] = []
+
+    def look(req: FakeRequest) -> Reply:
+        seen.append(req)
+        return Reply(text="a red and blue flag")
+
+    with FakeLLM(look) as llm:
+        model = OpenAIChatModel("gpt-4o-mini", "sk-test", f"{llm.base_url}/v1", max_retries=0)
+        async with media_service(nats_url, database_url, tmp_path) as m:
+            tool = ImageTool(AgentMedia(m.client, max_edge=64), model)
+            photo = await m.client.ingest_bytes(media_files.jpeg(256, 128))
+            ctx = LocalContext("run_1", "main:openai:ada", "main", messages_pb2.LaneItem())
+            result = await tool.run(
+                ctx,
+                CallRequest(
+                    "call_1",
+                    "image",
+                    {"image": media_ref(photo.sha256, photo.mime), "prompt": "what is it?"},
+                ),
+            )
+            assert not result.is_error and result.content == "a red and blue flag"
+            content = seen[0].messages[-1]["content"]
+            assert [p["type"] for p in content] == ["image_url", "text"]
+            assert content[1]["text"] == "what is it?"
+            refused = await tool.run(
+                ctx, CallRequest("call_2", "image", {"image": "/etc/passwd", "prompt": "x"})
+            )
+            assert refused.is_error and "media:<sha256> reference or an http(s) URL" in (
+                refused.content
+            )

@@ -1,0 +1,1 @@
+"""Switchboard's scheduler service."""

@@ -1,0 +1,30 @@
+"""Errors of the scheduler; the servicer turns each into its gRPC status."""
+
+from __future__ import annotations
+
+from switchboard.errors import SwitchboardError
+
+
+class SchedulerError(SwitchboardError):
+    """Base class of the scheduler's errors."""
+
+
+class InvalidJob(SchedulerError, ValueError):
+    """The job cannot be scheduled as given (INVALID_ARGUMENT); the message says why."""
+
+
+class JobNotFound(SchedulerError, LookupError):
+    """No job has that name (NOT_FOUND)."""
+
+
+class JobExists(SchedulerError):
+    """A job of that name exists already (ALREADY_EXISTS)."""
+
+
+class ActionFailed(SchedulerError):
+    """A fired job's action failed (a webhook's error, an unreadable watched file); recorded
+    as the job's last error. The message is for the job's owner: no secrets, no internals."""
+
+
+class BusUnavailable(SchedulerError):
+    """A fired job's event could not be published on NATS; the run stays due."""
