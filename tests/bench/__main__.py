@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("memory", "scheduler", "media"),
+        choices=("channels", "memory", "scheduler", "media"),
         help="run one section and put its figures into OUT/latest.json, keeping the other "
         "sections of the earlier run",
     )
@@ -132,9 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _channels(say: Callable[[str], None]) -> dict[str, Any]:
+    """The channels section on its own: it needs the fake model the full run starts."""
+    fake = procs.start_fake_model("tool_then_text")
+    try:
+        return channels.bench_channels(Plan.full(), fake, say)
+    finally:
+        fake.stop()
+
+
 # The sections --only reruns: (bench, markdown).
 Bench = Callable[[Callable[[str], None]], dict[str, Any]]
 SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
+    "channels": (_channels, channels.markdown),
     "memory": (memory.bench_memory, memory.markdown),
     "scheduler": (scheduler.bench_scheduler, scheduler.markdown),
     "media": (media.bench_media, media.markdown),
