@@ -1,12 +1,14 @@
-"""Media end to end: every service as a real process (media included), the agent against the
-fake OpenAI-compatible model. An OpenAI API request with an ``image_url`` data URL reaches the
-model as an image part of bounded size in the Chat Completions wire format; a bad image is a
-400 in OpenAI's error shape and nothing else happens."""
+"""Media end to end: `switchboard up` (media included, one stack for the module), the agent
+against the fake OpenAI-compatible model. An OpenAI API request with an ``image_url`` data URL
+reaches the model as an image part of bounded size in the Chat Completions wire format; a bad
+image is a 400 in OpenAI's error shape and nothing else happens."""
 
 from __future__ import annotations
 
 import base64
 import io
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from PIL import Image
 
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support import media_files
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.stack import Stack, start_stack, stop_stack
 
 
 def describe_images(req: FakeRequest) -> Reply:
@@ -29,17 +31,34 @@ def describe_images(req: FakeRequest) -> Reply:
     return Reply(text=f"I see {len(images)} image(s).")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    with with_fake_model(tmp_path, nats_url, database_url, describe_images, {}) as procs:
-        yield procs
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM(describe_images) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def services(llm: FakeLLM) -> Iterator[Stack]:
+    # Not under pytest's tmp tree (see tests/support/servers.py: pgserver and root).
+    home = Path(tempfile.mkdtemp(prefix="sb-media-"))
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": f"{llm.base_url}/v1"}
+    stack = start_stack(home / "home", env, timeout=120)
+    try:
+        yield stack
+    finally:
+        stop_stack(stack)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def stored(stack: Stack) -> set[Path]:
+    return set((stack.home / "media").glob("*/*"))
 
 
 def data_url(data: bytes, mime: str = "image/jpeg") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-def ask(services: ServiceProcesses, parts: list[dict[str, Any]]) -> httpx.Response:
+def ask(services: Stack, parts: list[dict[str, Any]]) -> httpx.Response:
     return httpx.post(
         f"{services.url}/v1/chat/completions",
         headers={"Authorization": f"Bearer {services.token}"},
@@ -61,8 +80,7 @@ def model_images(llm: FakeLLM) -> list[Image.Image]:
     return found
 
 
-def test_an_image_url_data_url_reaches_the_model_resized(services: ServiceProcesses) -> None:
-    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+def test_an_image_url_data_url_reaches_the_model_resized(services: Stack, llm: FakeLLM) -> None:
     photo = media_files.jpeg(2400, 1600, gps=True)  # larger than the model's 1568 px
     response = ask(
         services,
@@ -82,8 +100,7 @@ def test_an_image_url_data_url_reaches_the_model_resized(services: ServiceProces
     assert any(t.startswith("[image media:") for t in texts)
 
 
-def test_an_image_alone_is_a_message(services: ServiceProcesses) -> None:
-    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+def test_an_image_alone_is_a_message(services: Stack, llm: FakeLLM) -> None:
     response = ask(
         services,
         [{"type": "image_url", "image_url": {"url": data_url(media_files.png(), "image/png")}}],
@@ -104,9 +121,8 @@ def test_an_image_alone_is_a_message(services: ServiceProcesses) -> None:
         ("file:///etc/passwd", "data: or http(s)"),
     ],
 )
-def test_bad_images_are_a_400(services: ServiceProcesses, url: str, why: str) -> None:
-    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
-    before = len(llm.calls)
+def test_bad_images_are_a_400(services: Stack, llm: FakeLLM, url: str, why: str) -> None:
+    before, files = len(llm.calls), stored(services)
     response = ask(
         services,
         [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": url}}],
@@ -116,4 +132,4 @@ def test_bad_images_are_a_400(services: ServiceProcesses, url: str, why: str) ->
     assert error["type"] == "invalid_request_error" and error["param"] == "messages"
     assert why in error["message"], error
     assert len(llm.calls) == before  # nothing reached the model
-    assert not list((services.home / "media").glob("*/*"))  # nothing stored
+    assert stored(services) == files  # nothing stored
