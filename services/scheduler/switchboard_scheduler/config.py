@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, DatabaseSettings, RpcSettings
 
-_CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+_CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)(:[0-5]\d)?")
 
 
 class QuietHours(BaseModel):
@@ -34,7 +34,7 @@ class QuietHours(BaseModel):
     @classmethod
     def _clock(cls, value: str) -> str:
         if not _CLOCK.fullmatch(value):
-            raise ValueError(f"{value!r} is not a time of day HH:MM (00:00-23:59)")
+            raise ValueError(f"{value!r} is not a time of day HH:MM[:SS] (00:00-23:59)")
         return value
 
     @field_validator("tz")
@@ -47,9 +47,7 @@ class QuietHours(BaseModel):
         return value
 
     def window(self) -> tuple[time, time, ZoneInfo]:
-        h1, m1 = map(int, self.start.split(":"))
-        h2, m2 = map(int, self.end.split(":"))
-        return time(h1, m1), time(h2, m2), ZoneInfo(self.tz)
+        return time.fromisoformat(self.start), time.fromisoformat(self.end), ZoneInfo(self.tz)
 
 
 class SchedulerSettings(CommonSettings, RpcSettings, DatabaseSettings):

@@ -80,20 +80,17 @@ def test_quiet_hours_wrap_midnight_and_the_most_specific_key_wins() -> None:
     assert quiet_until(quiet, "other", "", late) is None
 
 
-def _window_ending_next_minute() -> tuple[str, str, datetime]:
-    """A UTC quiet window that holds now and ends at the next minute boundary (>= 15 s away)."""
-    now = datetime.now(UTC)
-    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    if (end - now).total_seconds() < 15:
-        end += timedelta(minutes=1)
+def _window_ending_soon() -> tuple[str, str, datetime]:
+    """A UTC quiet window that holds now and ends in 5 to 6 seconds (whole seconds)."""
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
     start = end - timedelta(minutes=10)
-    return start.strftime("%H:%M"), end.strftime("%H:%M"), end
+    return start.strftime("%H:%M:%S"), end.strftime("%H:%M:%S"), end
 
 
 async def test_quiet_hours_hold_a_proactive_job_until_they_end_unless_urgent(
     nats_url: str, database_url: str, tmp_path: Path
 ) -> None:
-    start, end, ends_at = _window_ending_next_minute()
+    start, end, ends_at = _window_ending_soon()
     quiet = f'{{"main": {{"start": "{start}", "end": "{end}", "tz": "UTC"}}}}'
     async with scheduler_service(nats_url, database_url, tmp_path, SB_QUIET_HOURS=quiet) as s:
         due = int(time.time() * 1000) + 300
