@@ -8,21 +8,27 @@ import base64
 import io
 from pathlib import Path
 
+import nats
 from PIL import Image
 
-from switchboard import rpc
+from switchboard import bus, rpc
 from switchboard.embedded import free_port
 from switchboard.media import MediaClient, media_ref
 from switchboard.v1 import messages_pb2
 from switchboard_agent.agent_media import AgentMedia
 from switchboard_agent.image_tool import ImageTool
 from switchboard_agent.local_tools import LocalContext
+from switchboard_agent.message_tool import MessageTool
+from switchboard_agent.outbound import OutboundPublisher
 from switchboard_agent.providers.openai import OpenAIChatModel
 from switchboard_agent.tools_client import CallRequest
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support import media_files
+from tests.support.streams import outbound_parts
 
 from .media_harness import media_service
+
+SUBJECTS = bus.Subjects()
 
 
 async def test_attachments_become_blocks_or_notes(
@@ -94,3 +100,42 @@ async def test_the_image_tool_asks_the_model(
             assert refused.is_error and "media:<sha256> reference or an http(s) URL" in (
                 refused.content
             )
+
+
+async def test_the_message_tool_sends_only_files_the_service_knows(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    """A known reference travels on the OUTBOUND part with the type the service sniffed (not
+    the one the model wrote); an unknown one is a tool error and nothing is published."""
+    nc = await nats.connect(nats_url)
+    try:
+        await bus.ensure_streams(nc.jetstream(), SUBJECTS)
+        async with media_service(nats_url, database_url, tmp_path) as m:
+            tool = MessageTool(OutboundPublisher(nc.jetstream(), SUBJECTS), media=m.client)
+            photo = await m.client.ingest_bytes(media_files.png(8, 8))
+            item = messages_pb2.LaneItem(
+                session_key="main:telegram:42",
+                agent="main",
+                message=messages_pb2.InboundMessage(
+                    channel="telegram", chat=messages_pb2.ChatRef(id="42"), message_id="m-1"
+                ),
+            )
+            ctx = LocalContext("run_m", item.session_key, "main", item)
+            unknown = media_ref("e" * 64, "image/png")
+            refused = await tool.run(
+                ctx, CallRequest("call_0", "message", {"text": "x", "media": [unknown]})
+            )
+            assert refused.is_error and "is not stored (or has expired)" in refused.content
+            assert await outbound_parts(nc.jetstream()) == []
+
+            claimed = media_ref(photo.sha256, "image/gif", "dot.png")  # the model's claim
+            result = await tool.run(
+                ctx, CallRequest("call_1", "message", {"text": "look", "media": [claimed]})
+            )
+            assert not result.is_error, result.content
+            assert result.content == "sent to telegram chat 42 with 1 file(s)"
+            [(_, part)] = await outbound_parts(nc.jetstream())
+            assert list(part.media) == [media_ref(photo.sha256, "image/png", "dot.png")]
+            assert part.text == "look"
+    finally:
+        await nc.close()
