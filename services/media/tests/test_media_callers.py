@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 import nats
+import pytest
 from PIL import Image
 
 from switchboard import bus, rpc
@@ -20,9 +21,12 @@ from switchboard_agent.image_tool import ImageTool
 from switchboard_agent.local_tools import LocalContext
 from switchboard_agent.message_tool import MessageTool
 from switchboard_agent.outbound import OutboundPublisher
+from switchboard_agent.providers.anthropic import AnthropicModel
+from switchboard_agent.providers.base import ModelRequest
+from switchboard_agent.providers.errors import ModelError
 from switchboard_agent.providers.openai import OpenAIChatModel
 from switchboard_agent.tools_client import CallRequest
-from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.fakes.llm import FakeLLM, FakeRequest, Reply, text_only
 from tests.support import media_files
 from tests.support.streams import outbound_parts
 
@@ -139,3 +143,32 @@ async def test_the_message_tool_sends_only_files_the_service_knows(
             assert part.text == "look"
     finally:
         await nc.close()
+
+
+async def test_an_image_block_reaches_anthropic_in_its_wire_format(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    """The agent's image block (from the real media service) goes to the fake Anthropic API
+    through the real provider as Anthropic's base64 image source, and the fake checks it as
+    Anthropic does (a block it would refuse is a 400)."""
+    with FakeLLM(text_only("a flag")) as llm:
+        model = AnthropicModel("claude-test", "sk-ant-test", llm.base_url, max_retries=0)
+        async with media_service(nats_url, database_url, tmp_path) as m:
+            photo = await m.client.ingest_bytes(media_files.jpeg(300, 150))
+            block = await AgentMedia(m.client, max_edge=100).image_block(photo.sha256)
+        content = [block, {"type": "text", "text": "what is it?"}]
+        request = ModelRequest("", [{"role": "user", "content": content}], max_tokens=64)
+        assert [e async for e in model.stream(request)][-1].text == "a flag"
+        sent = llm.calls[0].request.body["messages"][0]["content"]
+        assert sent[1] == {"type": "text", "text": "what is it?"}
+        image = sent[0]
+        assert image["type"] == "image" and set(image["source"]) == {"type", "media_type", "data"}
+        assert (image["source"]["type"], image["source"]["media_type"]) == ("base64", "image/jpeg")
+        decoded = Image.open(io.BytesIO(base64.b64decode(image["source"]["data"])))
+        assert (decoded.format, decoded.size) == ("JPEG", (100, 50))
+
+        wrong = {**block, "source": {**block["source"], "media_type": "image/png"}}
+        bad = ModelRequest("", [{"role": "user", "content": [wrong]}], max_tokens=64)
+        with pytest.raises(ModelError) as refused:
+            [e async for e in model.stream(bad)]
+        assert "does not match the provided media type image/png" in refused.value.message
