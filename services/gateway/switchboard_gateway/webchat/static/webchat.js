@@ -244,11 +244,14 @@
       return;
     }
     let files = [];
-    try {
-      files = await attachments();
-    } catch (err) {
-      setStatus(`The file could not be read: ${err.message}`);
-      return;
+    if (ui.attach.files.length) {
+      // Read before anything is drawn (without files the message is drawn at once, as before).
+      try {
+        files = await attachments();
+      } catch (err) {
+        setStatus(`The file could not be read: ${err.message}`);
+        return;
+      }
     }
     ui.input.value = "";
     ui.attach.value = "";
