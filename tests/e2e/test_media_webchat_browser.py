@@ -28,7 +28,7 @@ def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[Servi
 
 
 async def test_an_attached_image_comes_back_in_the_page(services: ServiceProcesses) -> None:
-    from playwright.async_api import Request, async_playwright, expect
+    from playwright.async_api import FilePayload, Request, async_playwright, expect
 
     requested: list[Request] = []
     async with async_playwright() as pw:
@@ -41,7 +41,7 @@ async def test_an_attached_image_comes_back_in_the_page(services: ServiceProcess
             await page.get_by_role("button", name="Connect").click()
             await expect(page.get_by_role("status")).to_have_text("Connected", timeout=WAIT_MS)
 
-            png = {"name": "dot.png", "mimeType": "image/png", "buffer": media_files.png(40, 20)}
+            png = FilePayload(name="dot.png", mimeType="image/png", buffer=media_files.png(40, 20))
             await page.locator("#attach").set_input_files(png)
             await expect(page.locator("#attached")).to_have_text("dot.png")
             await page.get_by_role("textbox", name="Message").fill("what is this?")
