@@ -182,6 +182,7 @@ AUTHENTICATED = [
     ("PATCH", "/api/cron/{name}"),
     ("DELETE", "/api/cron/{name}"),
     ("POST", "/api/cron/{name}/run"),
+    ("GET", "/api/media/{sha256}"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {
@@ -191,6 +192,7 @@ PATH_PARAMS = {
     "code": "ABCDEFGH",
     "sender": "42",
     "name": "auth-probe",
+    "sha256": "0" * 64,
 }
 
 

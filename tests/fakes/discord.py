@@ -12,7 +12,10 @@ interactions as Discord sends them (:class:`DiscordInteractions`)::
 Endpoints (under ``/api/v10``): ``POST /channels/{id}/messages`` and ``POST
 /channels/{id}/typing`` (``Authorization: Bot <token>``, else 401 ``{"message": "401:
 Unauthorized", "code": 0}``), ``PATCH /webhooks/{app}/{token}/messages/@original`` and ``POST
-/webhooks/{app}/{token}`` (the interaction token is the credential). Answers are Discord's:
+/webhooks/{app}/{token}`` (the interaction token is the credential), each as JSON or as
+``multipart/form-data`` with ``payload_json`` and files ``files[n]`` (kept on the message's
+``attachments``; ``attachments[].id`` must name a sent file; over 10 MB is 413, 40005). Answers
+are Discord's:
 message objects; 400 ``Invalid Form Body`` (50035) past 2000 characters, ``Cannot send an
 empty message`` (50006); 404 ``Unknown Channel`` (10003), ``Unknown Webhook`` (10015),
 ``Unknown Message`` (10008: editing a response never given); 401 ``Invalid Webhook Token``
@@ -40,7 +43,9 @@ from starlette.routing import Route, WebSocketRoute
 from tests.fakes.discord_interactions import DiscordInteractions, snowflake
 from tests.fakes.discord_rest import (
     ERRORS,
+    MAX_FILE_BYTES,
     ApiCall,
+    Attachment,
     Interaction,
     Message,
     message_json,
@@ -50,7 +55,14 @@ from tests.fakes.discord_rest import (
 from tests.fakes.discord_ws import FakeGateway
 from tests.fakes.server_thread import ServerThread
 
-__all__ = ["ApiCall", "DiscordInteractions", "FakeDiscord", "Interaction", "Message"]
+__all__ = [
+    "ApiCall",
+    "Attachment",
+    "DiscordInteractions",
+    "FakeDiscord",
+    "Interaction",
+    "Message",
+]
 
 T = TypeVar("T")
 
@@ -215,7 +227,7 @@ class FakeDiscord:
                         return self._answer(
                             request, "channel", 200, message_object(seen, self.bot_id)
                         )
-            message = self._new(channel, body["content"], "bot", body)
+            message = self._new(channel, body.get("content", ""), "bot", body)
         return self._answer(request, "channel", 200, message_object(message, self.bot_id))
 
     async def _gateway_bot(self, request: Request) -> Response:
@@ -246,8 +258,9 @@ class FakeDiscord:
         with self._cond:
             edited = replace(
                 interaction.original,
-                content=body["content"],
+                content=body.get("content", ""),
                 allowed_mentions=body.get("allowed_mentions"),
+                attachments=_attachments(body),
                 edits=interaction.original.edits + 1,
             )
             interaction.original = edited
@@ -264,7 +277,7 @@ class FakeDiscord:
         with self._cond:
             message = self._new(
                 interaction.channel_id,
-                body["content"],
+                body.get("content", ""),
                 "followup",
                 body,
                 interaction.application_id,
@@ -298,7 +311,10 @@ class FakeDiscord:
                 self._failures.remove(failure)
         if failure is not None:
             return {}, self._scripted(request, route, failure)
-        body, error = message_json(await request.body())
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            body, error = await _multipart(request)
+        else:
+            body, error = message_json(await request.body())
         if error is not None:
             return {}, self._answer(request, route, 400, error)
         return body, None
@@ -337,6 +353,7 @@ class FakeDiscord:
             body.get("message_reference"),
             body.get("nonce"),
             application_id=app,
+            attachments=_attachments(body),
         )
         self._messages.append(message)
         return message
@@ -372,3 +389,24 @@ class FakeDiscord:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def _multipart(request: Request) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A message sent with files: ``payload_json`` and ``files[n]`` (Discord's upload form)."""
+    form = await request.form()
+    files: dict[int, Attachment] = {}
+    payload = "{}"
+    for key, value in form.multi_items():
+        if key == "payload_json" and isinstance(value, str):
+            payload = value
+        elif key.startswith("files[") and key.endswith("]") and not isinstance(value, str):
+            data = await value.read()
+            if len(data) > MAX_FILE_BYTES:
+                return {}, {"message": "Request entity too large", "code": 40005}
+            n = int(key[6:-1])
+            files[n] = Attachment(snowflake(), value.filename or "", value.content_type or "", data)
+    return message_json(payload, files)
+
+
+def _attachments(body: dict[str, Any]) -> tuple[Attachment, ...]:
+    return tuple(body.get("files") or ())

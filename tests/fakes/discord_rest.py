@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 TEXT_LIMIT = 2000
+MAX_FILE_BYTES = 10 * 1024 * 1024  # what a bot may upload without boosts
 ERRORS: dict[tuple[int, str], tuple[str, int]] = {  # (status, route kind) -> (message, code)
     (401, "bot"): ("401: Unauthorized", 0),
     (401, "hook"): ("Invalid Webhook Token", 50027),
@@ -20,6 +21,16 @@ ERRORS: dict[tuple[int, str], tuple[str, int]] = {  # (status, route kind) -> (m
     (404, "bot"): ("Unknown Channel", 10003),
     (404, "hook"): ("Unknown Webhook", 10015),
 }
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file uploaded with a message (``files[n]`` of a ``multipart/form-data`` call)."""
+
+    id: str
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,7 @@ class Message:
     nonce: Any = None
     edits: int = 0
     application_id: str = ""  # of an interaction's response or follow-up
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass
@@ -64,7 +76,17 @@ def message_object(message: Message, bot_id: str) -> dict[str, Any]:
         "content": message.content,
         "channel_id": message.channel_id,
         "author": {"id": bot_id, "username": "switchboard", "discriminator": "0", "bot": True},
-        "attachments": [],
+        "attachments": [
+            {
+                "id": a.id,
+                "filename": a.filename,
+                "size": len(a.data),
+                "content_type": a.content_type,
+                "url": f"https://cdn.discordapp.com/attachments/{message.channel_id}/{a.id}/"
+                + a.filename,
+            }
+            for a in message.attachments
+        ],
         "embeds": [],
         "mentions": [],
         "mention_roles": [],
@@ -100,18 +122,37 @@ def rate_limited(retry_after: float, global_: bool) -> tuple[dict[str, Any], dic
     return body, headers
 
 
-def message_json(raw: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A message call's JSON body, or Discord's 400 error body for it."""
+def message_json(
+    raw: bytes | str, files: dict[int, Attachment] | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A message call's JSON body (for a multipart call: its ``payload_json`` and the files
+    ``files[n]``, which become ``body["files"]``), or Discord's 400 error body for it. A
+    message needs content or a file."""
     try:
         body = json.loads(raw)
     except ValueError:
         return {}, {"message": "The request body contains invalid JSON.", "code": 50109}
-    content = body.get("content") if isinstance(body, dict) else None
-    if not isinstance(content, str) or not content.strip():
+    if not isinstance(body, dict):
+        return {}, {"message": "The request body contains invalid JSON.", "code": 50109}
+    files = files or {}
+    for n, named in enumerate(body.get("attachments") or []):
+        if not isinstance(named, dict) or named.get("id") not in files:
+            return {}, form_error(["attachments", str(n)], "ATTACHMENT_NOT_FOUND", "Not found")
+    body["files"] = [files[n] for n in sorted(files)]
+    content = body.get("content", "")
+    if not isinstance(content, str) or (not content.strip() and not files):
         return {}, {"message": "Cannot send an empty message", "code": 50006}
     if len(content) > TEXT_LIMIT:
         return {}, too_long()
     return body, None
+
+
+def form_error(path: list[str], code: str, message: str) -> dict[str, Any]:
+    """Discord's ``Invalid Form Body`` (50035) with the error at ``path`` of its tree."""
+    tree: dict[str, Any] = {"_errors": [{"code": code, "message": message}]}
+    for key in reversed(path):
+        tree = {key: tree}
+    return {"message": "Invalid Form Body", "code": 50035, "errors": tree}
 
 
 def too_long() -> dict[str, Any]:

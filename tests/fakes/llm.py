@@ -35,6 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.llm_images import image_problem
+
 __all__ = [
     "FakeLLM",
     "FakeRequest",
@@ -701,6 +703,9 @@ class FakeLLM:
                 f"Incorrect API key provided: {masked}. You can find your API key at "
                 "https://platform.openai.com/account/api-keys.",
             )
+        problem = image_problem(body) if provider == "anthropic" else None
+        if problem is not None:  # Anthropic checks its image blocks (llm_images.py)
+            return reject(400, problem)
         failure = self._take_failure(provider)
         if failure is not None:
             return reject(failure.status, failure.message)

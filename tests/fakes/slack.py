@@ -9,7 +9,8 @@ Events API calls as Slack makes them::
         [post] = slack.wait_for_posts(1)
 
 Web API (``POST /api/<method>``, JSON or form-encoded bodies, the token as ``Authorization:
-Bearer xoxb-...``, or a ``token`` form field): ``auth.test`` and ``chat.postMessage``. Errors
+Bearer xoxb-...``, or a ``token`` form field): ``auth.test``, ``chat.postMessage`` and the file
+uploads and downloads of :mod:`tests.fakes.slack_files` (``slack.files``). Errors
 are Slack's: HTTP 200 with ``{"ok": false, "error": "invalid_auth"}`` (``not_authed``,
 ``channel_not_found``, ``no_text``, ``msg_too_long``...), HTTP 429 with ``Retry-After`` and
 ``{"ok": false, "error": "ratelimited"}``; ``fail_next`` scripts those and 5xx. The signed
@@ -35,10 +36,14 @@ from starlette.routing import Route
 
 from tests.fakes.server_thread import ServerThread
 from tests.fakes.slack_events import SlackEvents
+from tests.fakes.slack_files import SlackFiles, Upload
 
-__all__ = ["ApiCall", "FakeSlack", "Post", "SlackEvents"]
+__all__ = ["ApiCall", "FakeSlack", "Post", "SlackEvents", "SlackFiles", "Upload"]
 
 TEXT_LIMIT = 40_000
+METHODS = frozenset(
+    {"auth.test", "chat.postMessage", "files.getUploadURLExternal", "files.completeUploadExternal"}
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,14 @@ class FakeSlack:
         self._failures: list[_Failure] = []
         self._seq = 0
         self._cond = threading.Condition()
-        self.app = Starlette(routes=[Route("/api/{method}", self._api, methods=["POST"])])
+        self.files = SlackFiles(lambda: self.base_url, team_id, self.token)
+        self.app = Starlette(
+            routes=[
+                Route("/api/{method}", self._api, methods=["POST"]),
+                Route("/upload/v1/{file_id}", self.files.receive, methods=["POST"]),
+                Route("/files-pri/{path:path}", self.files.download, methods=["GET"]),
+            ]
+        )
         self._server = ServerThread(self.app, "fake-slack")
 
     @property
@@ -136,7 +148,7 @@ class FakeSlack:
         args, encoding = await _arguments(request)
         token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         token = token or str(args.get("token") or "")
-        if method not in ("auth.test", "chat.postMessage"):
+        if method not in METHODS:
             return self._answer(method, {"ok": False, "error": "unknown_method"}, 404)
         if not token:
             return self._answer(method, {"ok": False, "error": "not_authed"})
@@ -144,6 +156,11 @@ class FakeSlack:
             return self._answer(method, {"ok": False, "error": "invalid_auth"})
         if method == "auth.test":
             return self._answer(method, self._auth_test())
+        if method == "files.getUploadURLExternal":
+            return self._answer(method, self.files.get_upload_url(args))
+        if method == "files.completeUploadExternal":
+            exists = lambda c: self.channels is None or c in self.channels  # noqa: E731
+            return self._answer(method, self.files.complete(args, exists))
         with self._cond:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:

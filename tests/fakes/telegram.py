@@ -9,8 +9,11 @@ reached by our httpx client through ``SB_TELEGRAM_API_BASE``::
 Methods (``POST /bot<token>/<method>``, parameters as JSON, a form or a query string, as the Bot
 API takes them): ``getMe``, ``setWebhook``, ``deleteWebhook``, ``getWebhookInfo``,
 ``sendMessage``, ``sendChatAction`` and ``sendPhoto``/``sendDocument``/``sendAudio``/
-``sendVoice``/``sendVideo`` (by ``file_id``). Answers are Telegram's: ``{"ok": true, "result":
-...}``, or ``{"ok": false, "error_code", "description"[, "parameters": {"retry_after"}]}`` with
+``sendVoice``/``sendVideo`` (by ``file_id``, or uploading the file in a ``multipart/form-data``
+call: the bytes are kept in ``Sent.upload``; a photo that is not an image or is over 10 MB is
+refused, a caption over 1024 characters is "message caption is too long"). Answers are
+Telegram's: ``{"ok": true, "result": ...}``, or ``{"ok": false, "error_code",
+"description"[, "parameters": {"retry_after"}]}`` with
 the same HTTP status: a wrong token is ``401 Unauthorized``, an unknown method ``404 Not
 Found``. ``sendMessage`` checks what Telegram checks: an empty text, more than 4096 characters
 after the entities are parsed ("message is too long"), and with ``parse_mode=HTML`` the markup
@@ -28,6 +31,8 @@ in :mod:`tests.fakes.telegram_updates`).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import itertools
 import json
 import threading
@@ -35,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from PIL import Image, UnidentifiedImageError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -46,6 +52,7 @@ from tests.fakes.telegram_wire import (
     HtmlError,
     Refused,
     Sent,
+    Uploaded,
     error_response,
     int_param,
     ok,
@@ -54,9 +61,11 @@ from tests.fakes.telegram_wire import (
     visible_text,
 )
 
-__all__ = ["ApiCall", "FakeTelegram", "Sent"]
+__all__ = ["ApiCall", "FakeTelegram", "Sent", "Uploaded"]
 
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
 MEDIA_METHODS = {
     "sendPhoto": "photo",
     "sendDocument": "document",
@@ -262,12 +271,18 @@ class FakeTelegram:
                 raise Refused(400, f"Bad Request: can't parse entities: {exc}") from None
         elif parse_mode is not None:
             raise Refused(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
-        file_id = None
+        file_id, upload = None, None
+        if method != "sendMessage" and len(text.encode("utf-16-le")) // 2 > CAPTION_LIMIT:
+            raise Refused(400, "Bad Request: message caption is too long")
         if method == "sendMessage":
             if not text.strip():
                 raise Refused(400, "Bad Request: message text is empty")
             if len(text.encode("utf-16-le")) // 2 > TEXT_LIMIT:
                 raise Refused(400, "Bad Request: message is too long")
+        elif isinstance(params.get(MEDIA_METHODS[method]), Uploaded):
+            upload = params[MEDIA_METHODS[method]]
+            check_upload(method, upload)
+            file_id = f"AgAC{hashlib.sha256(upload.data).hexdigest()[:24]}"
         else:
             file_id = str(params.get(MEDIA_METHODS[method], "")) or None
             if file_id is None:
@@ -282,7 +297,19 @@ class FakeTelegram:
         with self._lock:
             number = next(self._ids.setdefault(chat, itertools.count(1001)))
             self.sent.append(
-                Sent(method, chat, number, text, raw, parse_mode, reply_to, thread, file_id, params)
+                Sent(
+                    method,
+                    chat,
+                    number,
+                    text,
+                    raw,
+                    parse_mode,
+                    reply_to,
+                    thread,
+                    file_id,
+                    params,
+                    upload,
+                )
             )
         message: dict[str, Any] = {
             "message_id": number,
@@ -315,3 +342,19 @@ class FakeTelegram:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def check_upload(method: str, upload: Uploaded) -> None:
+    """What Telegram refuses in an uploaded file: an empty one, and for ``sendPhoto`` a file
+    over 10 MB or one that is not an image it can process."""
+    if not upload.data:
+        raise Refused(400, "Bad Request: file must be non-empty")
+    if method != "sendPhoto":
+        return
+    if len(upload.data) > MAX_PHOTO_BYTES:
+        raise Refused(400, "Bad Request: file is too big")
+    try:
+        with Image.open(io.BytesIO(upload.data)) as image:
+            image.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError):
+        raise Refused(400, "Bad Request: IMAGE_PROCESS_FAILED") from None

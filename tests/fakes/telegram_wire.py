@@ -28,6 +28,15 @@ NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
 
 
 @dataclass(frozen=True)
+class Uploaded:
+    """A file sent in a ``multipart/form-data`` call (``sendPhoto`` with the bytes)."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class Sent:
     """A message Telegram accepted: what the chat shows (``text``: visible text after the
     markup is parsed; ``raw``: the ``text`` parameter as sent)."""
@@ -42,6 +51,7 @@ class Sent:
     thread_id: int | None  # message_thread_id
     file_id: str | None  # a media message's file
     params: dict[str, Any]
+    upload: Uploaded | None = None  # the file's bytes when it was uploaded
 
 
 @dataclass(frozen=True)
@@ -182,5 +192,10 @@ async def params_of(request: Request) -> dict[str, Any]:
         params.update(body)
     elif content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
         form = await request.form()
-        params.update({k: v for k, v in form.items() if isinstance(v, str)})
+        for key, value in form.items():
+            if isinstance(value, str):
+                params[key] = value
+            else:  # an uploaded file
+                data = await value.read()
+                params[key] = Uploaded(value.filename or "", value.content_type or "", data)
     return params

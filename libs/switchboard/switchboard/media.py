@@ -142,6 +142,21 @@ class MediaClient:
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
 
+    async def head(self, sha256: str) -> media_pb2.MediaRef:
+        """The stored file's reference (its type and size) without its bytes: the first chunk
+        of ``Get``, the rest of the stream cancelled. :class:`MediaNotFound` when unknown."""
+        call = self.stub.Get(media_pb2.MediaGetRequest(sha256=sha256), timeout=TIMEOUT_S)
+        try:
+            chunk = await call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from None
+        finally:
+            call.cancel()
+        if chunk is grpc.aio.EOF or not chunk.HasField("ref"):
+            raise MediaUnavailable("the media service answered without the file's reference")
+        ref: media_pb2.MediaRef = chunk.ref
+        return ref
+
     async def get(self, sha256: str) -> tuple[media_pb2.MediaRef, bytes]:
         found = media_pb2.MediaRef()
         body = bytearray()

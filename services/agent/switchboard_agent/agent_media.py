@@ -64,7 +64,7 @@ class AgentMedia:
             if media.is_image:
                 # Its reference too: the image and message tools take it.
                 image = await self.image_block(media.sha256)
-                return [image, note(f"[image {media_ref(media.sha256, media.mime)}]")]
+                return [image, note(f"[image {media_ref(media.sha256, media.mime, media.name)}]")]
             if media.is_audio:
                 text = await self.client.transcribe(media.sha256)
                 return [note(f"[voice note] {text.strip() or '(no speech)'}")]

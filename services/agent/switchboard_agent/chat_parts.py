@@ -64,9 +64,11 @@ async def publish_part(
     text: str,
     session_key: str,
     message_ids: Iterable[str] = (),
+    media: Iterable[str] = (),
 ) -> bool:
-    """Publish ``text`` as the one part of ``run_id``; ``False`` when the stream already held
-    it (a duplicate within its dedupe window)."""
+    """Publish ``text`` (and the ``media:`` references ``media``, sent with it) as the one part
+    of ``run_id``; ``False`` when the stream already held it (a duplicate within its dedupe
+    window)."""
     part = messages_pb2.OutboundMessage(
         run_id=run_id,
         part=0,
@@ -78,6 +80,7 @@ async def publish_part(
         thread_id=destination.thread_id,
         text=text,
         message_ids=list(message_ids),
+        media=list(media),
     )
     subject = outbound.subject(destination.channel, destination.account)
     ack = await bus.js_publish_ack(

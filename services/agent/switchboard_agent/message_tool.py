@@ -10,7 +10,14 @@ messages as OUTBOUND parts (not ``api``, ``openai``, ``webchat``, ``hooks``).
 Each message is one OUTBOUND part under the run id ``<run id>:message:<call id>`` (see
 :mod:`.chat_parts`), so a run resumed from its checkpoint that runs the same call again does
 not send it twice. ``message`` is a tool like any other for the tool policy (``group:messaging``;
-sub-agents are denied it by default) and for approval rules (``message:to=ops``)."""
+sub-agents are denied it by default) and for approval rules (``message:to=ops``).
+
+``media`` sends stored files with the text: ``media:<sha256>`` references (those shown next to
+the conversation's attachments, or given by a tool), each checked with the media service (an
+unknown or expired one is a tool error and nothing is sent) and passed on with the type the
+service sniffed. The channel adapters upload them (Telegram ``sendPhoto``..., Discord and
+Slack files). In a WebChat conversation (no OUTBOUND chat) ``to: current`` shows the message
+in the page: the tool's result event carries it (``webchat/translate.py``)."""
 
 from __future__ import annotations
 
@@ -19,6 +26,14 @@ from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from switchboard.media import (
+    MediaClient,
+    MediaNotFound,
+    MediaServiceError,
+    media_ref,
+    parse_media_ref,
+)
 
 from .chat_parts import ChatDestination, publish_part, reply_destination
 from .local_tools import LocalContext, tool_error
@@ -29,6 +44,8 @@ from .tools_client import CallRequest, CallResult
 NAME = "message"
 CURRENT = "current"
 MAX_TEXT = 4000
+MAX_MEDIA = 4
+WEBCHAT = "webchat"  # its messages are shown by the page from the tool's result event
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -84,7 +101,15 @@ def _spec(targets: Mapping[str, MessageTarget]) -> ToolSpec:
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_TEXT,
-                    "description": f"The message, up to {MAX_TEXT} characters.",
+                    "description": f"The message, up to {MAX_TEXT} characters (the caption"
+                    " when media is sent).",
+                },
+                "media": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 512},
+                    "maxItems": MAX_MEDIA,
+                    "description": "Files to send with the message (images are shown): media"
+                    " references (media:<sha256>?mime=...) from this conversation or a tool.",
                 },
                 "to": {
                     "type": "string",
@@ -93,7 +118,6 @@ def _spec(targets: Mapping[str, MessageTarget]) -> ToolSpec:
                     "description": f'"{CURRENT}" (default) or a target name: {names}.',
                 },
             },
-            "required": ["text"],
             "additionalProperties": False,
         },
     )
@@ -101,9 +125,13 @@ def _spec(targets: Mapping[str, MessageTarget]) -> ToolSpec:
 
 class MessageTool:
     def __init__(
-        self, outbound: OutboundPublisher, targets: Mapping[str, MessageTarget] | None = None
+        self,
+        outbound: OutboundPublisher,
+        targets: Mapping[str, MessageTarget] | None = None,
+        media: MediaClient | None = None,
     ) -> None:
         self.outbound = outbound
+        self.media = media
         self.targets = dict(targets or {})
         check_targets(self.targets)
         self._spec = _spec(self.targets)
@@ -113,15 +141,22 @@ class MessageTool:
         return self._spec
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
-        text = str(call.args["text"])
-        if not text.strip():
+        text = str(call.args.get("text") or "")
+        wanted = [str(ref) for ref in call.args.get("media") or []]
+        if not text.strip() and not wanted:
             return tool_error(
                 call, "message: the text is blank; nothing was sent.", "invalid_arguments"
             )
+        try:
+            media = await self._checked(wanted)
+        except MediaServiceError as exc:
+            return tool_error(call, f"message: {exc}; nothing was sent.", "media_error")
         to = str(call.args.get("to") or CURRENT)
         message_ids: list[str] = []
         if to == CURRENT:
             destination = reply_destination(self.outbound, ctx.origin)
+            if destination is None and ctx.origin.message.channel == WEBCHAT:
+                return _shown_in_webchat(call, text, media)
             if destination is None:
                 channel = ctx.origin.message.channel or "this channel"
                 return tool_error(
@@ -148,8 +183,9 @@ class MessageTool:
             text=text,
             session_key=ctx.session_key,
             message_ids=message_ids,
+            media=media,
         )
-        where = destination.describe()
+        where = destination.describe() + (f" with {len(media)} file(s)" if media else "")
         return CallResult(
             call.call_id,
             f"sent to {where}" if new else f"already sent to {where}",
@@ -157,5 +193,43 @@ class MessageTool:
             {"to": to, "channel": destination.channel, "chat_id": destination.chat_id},
         )
 
+    async def _checked(self, wanted: list[str]) -> list[str]:
+        """The references as the media service knows them (its sniffed type); raises
+        :class:`MediaServiceError` with a readable reason for one it does not know."""
+        if not wanted:
+            return []
+        refs = []
+        for ref in wanted:
+            found = parse_media_ref(ref)
+            if found is None:
+                raise _NoMedia(f"{ref[:80]!r} is not a media reference (media:<sha256>...)")
+            refs.append(found)
+        if self.media is None:
+            raise _NoMedia("files cannot be sent here (no media service is configured)")
+        checked = []
+        for found in refs:
+            try:
+                stored = await self.media.head(found.sha256)
+            except MediaNotFound:
+                raise MediaNotFound(
+                    f"{media_ref(found.sha256, found.mime)} is not stored (or has expired)"
+                ) from None
+            checked.append(media_ref(stored.sha256, stored.mime, found.name))
+        return checked
+
     def _known(self) -> str:
         return ", ".join(sorted(self.targets)) or "no targets are configured (SB_MESSAGE_TARGETS)"
+
+
+class _NoMedia(MediaServiceError):
+    """A file the message tool cannot send."""
+
+
+def _shown_in_webchat(call: CallRequest, text: str, media: list[str]) -> CallResult:
+    """WebChat's page shows the message from this result's event (``webchat/translate.py``)."""
+    return CallResult(
+        call.call_id,
+        "shown in the chat",
+        False,
+        {"to": CURRENT, "channel": WEBCHAT, "text": text, "media": media},
+    )

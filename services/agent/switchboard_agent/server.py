@@ -93,7 +93,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         model, no_model_reply = await choosing
         local = LocalTools(
             [
-                MessageTool(outbound, settings.message_targets),
+                MessageTool(outbound, settings.message_targets, media.client if media else None),
                 *(memory.tools() if memory else []),
                 *_cron(settings, rt, outbound),
                 *([ImageTool(media, model)] if media else []),

@@ -138,11 +138,13 @@ async def test_a_named_target_and_a_webhook_run_delivered_to_a_chat(
     ("item", "args", "error", "says"),
     [
         (origin("api"), {"text": "hi"}, "no_chat", "(api) has no chat to send to"),
-        (origin("webchat"), {"text": "hi", "to": "current"}, "no_chat", "Name a target"),
+        (origin("openai"), {"text": "hi", "to": "current"}, "no_chat", "Name a target"),
         (origin(), {"text": "hi", "to": "boss"}, "unknown_target", "unknown target 'boss'"),
         (origin(), {"text": "hi", "to": "ops.x"}, "unknown_target", "'current' or one of: ops"),
         (origin(), {"text": "   \n"}, "invalid_arguments", "the text is blank"),
-        (origin(), {}, "invalid_arguments", "'text' is a required property"),
+        (origin(), {}, "invalid_arguments", "the text is blank"),
+        (origin(), {"text": "hi", "media": ["https://x/a.png"]}, "media_error", "not a media"),
+        (origin(), {"media": ["media:" + "a" * 64]}, "media_error", "no media service"),
         (origin(), {"text": ""}, "invalid_arguments", "(at text)"),
         (origin(), {"text": "x" * 4001}, "invalid_arguments", "is too long"),
         (origin(), {"text": 5}, "invalid_arguments", "is not of type 'string'"),
@@ -155,6 +157,15 @@ async def test_refusals_are_readable_and_send_nothing(
     [result] = await LocalTools([tool]).run_all(ctx(item), [CallRequest("c", "message", args)])
     assert result.is_error and result.details["error"] == error
     assert says in result.content, result.content
+    assert await stored(nc.jetstream()) == []
+
+
+async def test_in_webchat_the_message_is_shown_by_the_page(nc: NATS, tool: MessageTool) -> None:
+    """WebChat has no OUTBOUND chat: the tool's result carries the message for the page."""
+    call = CallRequest("c", "message", {"text": "hi", "to": "current"})
+    [result] = await LocalTools([tool]).run_all(ctx(origin("webchat")), [call])
+    assert not result.is_error and result.content == "shown in the chat"
+    assert result.details == {"to": "current", "channel": "webchat", "text": "hi", "media": []}
     assert await stored(nc.jetstream()) == []
 
 

@@ -31,6 +31,7 @@ from . import (
     cron_api,
     events_api,
     hooks_api,
+    media_api,
     memory_api,
     openai_api,
     pairing_api,
@@ -172,6 +173,7 @@ def create_app(
     app.include_router(pairing_api.router)
     app.include_router(memory_api.router)
     app.include_router(cron_api.router)
+    app.include_router(media_api.router)  # media: GET /api/media/{sha256}
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     if channels:
         app.include_router(channel_routes.router)

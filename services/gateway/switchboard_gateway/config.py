@@ -64,6 +64,10 @@ class GatewaySettings(CommonSettings, RpcSettings):
     slack_bot_token: SecretStr = SecretStr("")
     slack_signing_secret: SecretStr = SecretStr("")
     slack_api_base: str = "https://slack.com/api/"
+    # Where the gateway downloads Slack files with the bot token (channels/slack_files.py):
+    # origins of url_private, and networks the SSRF guard lets it reach (none: public only).
+    slack_file_origins: list[str] = Field(default_factory=lambda: ["https://files.slack.com"])
+    slack_file_allow_cidrs: list[str] = Field(default_factory=list)
     discord_bot_token: SecretStr = SecretStr("")
     discord_public_key: str = ""
     discord_application_id: str = ""

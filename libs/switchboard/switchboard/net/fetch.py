@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import ssl
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -120,14 +120,21 @@ class Fetcher:
     def _ssl(self) -> ssl.SSLContext:
         return self._ssl_context or default_ssl_context()
 
-    async def fetch(self, url: str, accept: Callable[[str, int], None]) -> Fetched:
+    async def fetch(
+        self,
+        url: str,
+        accept: Callable[[str, int], None],
+        credentials: Mapping[str, str] | None = None,
+    ) -> Fetched:
+        """GET ``url``. ``credentials`` (an ``Authorization`` header...) go to ``url`` only:
+        never to where it redirects."""
         async with httpx.AsyncClient(
             verify=self._ssl(), trust_env=False, follow_redirects=False
         ) as client:
             current: str | httpx.URL = url
             for hop in range(self._limits.max_redirects + 1):
                 target = await self._check(current, hop)
-                response = await self._send(client, target)
+                response = await self._send(client, target, extra=credentials if hop == 0 else None)
                 try:
                     location = response.headers.get("location")
                     if response.status_code in _REDIRECTS and location:
@@ -193,6 +200,7 @@ class Fetcher:
         method: str = "GET",
         body: bytes | None = None,
         content_type: str = "",
+        extra: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """GET (or ``method``) the pinned addresses in turn until one connects."""
         extensions: dict[str, object] = {"timeout": self._timeout}
@@ -200,7 +208,7 @@ class Fetcher:
             extensions["sni_hostname"] = target.host
         failure: Exception | None = None
         for address in target.addresses:
-            headers = {"Host": target.host_header, **self._headers}
+            headers = {"Host": target.host_header, **self._headers, **(extra or {})}
             if content_type:
                 headers["Content-Type"] = content_type
             request = httpx.Request(

@@ -20,6 +20,7 @@ docs/channels/discord.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import time
@@ -31,6 +32,7 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from switchboard.errors import ConfigError
+from switchboard.media import MediaClient, MediaReference
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -55,6 +57,7 @@ from .discord_interactions import (
     parse_interaction,
 )
 from .lease import LeasedWork
+from .media_out import load, stored_refs, upload_spec
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,7 @@ MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 3600.0
 INTERACTION_TTL_S = 15 * 60  # an interaction's token (and its response) lasts 15 minutes
 MAX_THINKING = 10_000
+UPLOAD_TIMEOUT_S = 60.0
 # Discord asks for "DiscordBot ($url, $version)"; the project has no public URL to name.
 USER_AGENT = "DiscordBot (switchboard, 1.0)"
 # Where a platform message goes (PlatformMessage.payload["route"]).
@@ -103,6 +107,7 @@ class DiscordAdapter:
         # Channels where an interaction's response shows "<bot> is thinking..." (until the
         # token expires): no typing indicator on top of it.
         self._thinking: dict[str, float] = {}
+        self.media: MediaClient | None = None  # files of replies come from it (server.py)
 
     def __repr__(self) -> str:  # never the token
         return f"DiscordAdapter(api_base={self.api_base!r}, app={self.application_id!r})"
@@ -181,12 +186,14 @@ class DiscordAdapter:
     def format(self, part: messages_pb2.OutboundMessage) -> Sequence[PlatformMessage]:
         """The calls that deliver one part: an interaction's response edit and follow-ups, or
         channel messages (the first one a reply to ``reply_to`` when set). Media references
-        that are URLs go as links (Discord shows a preview); files are not uploaded."""
+        that are URLs go as links (Discord shows a preview); stored files (``media:``) are
+        uploaded as attachments (``multipart/form-data``: ``payload_json`` and ``files[0]``),
+        the text in the first one's content when it fits one message."""
         links = [ref for ref in part.media if ref.startswith(("https://", "http://"))]
         text = "\n".join(t for t in [part.text, *links] if t)
-        if not text.strip():
+        entries = _entries(split_content(text) if text.strip() else [], stored_refs(part.media))
+        if not entries:
             return []
-        pieces = split_content(text)
         token = part.reply_context.get(INTERACTION_TOKEN, "")
         if token:
             application = part.reply_context.get(APPLICATION_ID) or self.application_id
@@ -194,19 +201,20 @@ class DiscordAdapter:
                 raise Undeliverable("the part's Discord interaction is malformed")
             hook = {"application_id": application, "interaction_token": token}
             return [
-                PlatformMessage(
+                _with_file(
                     {
                         "route": ORIGINAL if part.part == 0 and i == 0 else FOLLOWUP,
                         **hook,
                         "json": message_body(piece),
-                    }
+                    },
+                    file,
                 )
-                for i, piece in enumerate(pieces)
+                for i, (piece, file) in enumerate(entries)
             ]
         if not SNOWFLAKE.fullmatch(part.chat.id):
             raise Undeliverable("the part names no Discord channel")
         messages = []
-        for i, piece in enumerate(pieces):
+        for i, (piece, file) in enumerate(entries):
             body = message_body(piece)
             if part.run_id:  # Discord drops a second message with the same nonce
                 body["nonce"] = _nonce(part.run_id, part.part, i)
@@ -217,7 +225,7 @@ class DiscordAdapter:
                     "fail_if_not_exists": False,
                 }
             messages.append(
-                PlatformMessage({"route": CHANNEL, "channel_id": part.chat.id, "json": body})
+                _with_file({"route": CHANNEL, "channel_id": part.chat.id, "json": body}, file)
             )
         return messages
 
@@ -240,9 +248,20 @@ class DiscordAdapter:
                 self._bot(),
             )
         try:
-            response = await self._client.request(
-                method, url, json=payload["json"], headers=headers
-            )
+            if "upload" in payload:  # a stored file: its bytes from the media service
+                upload = await load(self.media, payload["upload"])
+                response = await self._client.request(
+                    method,
+                    url,
+                    data={"payload_json": json.dumps(payload["json"])},
+                    files={"files[0]": (upload.name, upload.data, upload.mime)},
+                    headers=headers,
+                    timeout=UPLOAD_TIMEOUT_S,
+                )
+            else:
+                response = await self._client.request(
+                    method, url, json=payload["json"], headers=headers
+                )
         except httpx.HTTPError as exc:  # refused, reset, timed out: never str(exc) (the URL)
             raise self._backoff(f"discord unreachable: {type(exc).__name__}") from None
         if response.status_code < 300:
@@ -291,6 +310,26 @@ def _retry_after(response: httpx.Response, error: dict[str, Any]) -> float:
         except (TypeError, ValueError):
             continue
     return 1.0
+
+
+def _entries(
+    pieces: list[str], files: list[MediaReference]
+) -> list[tuple[str, MediaReference | None]]:
+    """The part's messages as (content, file): the text in the first file's message when it
+    is one piece, else the text first and each file after it with no content."""
+    if files and len(pieces) <= 1:
+        return [(pieces[0] if pieces else "", files[0]), *(("", f) for f in files[1:])]
+    return [(piece, None) for piece in pieces] + [("", f) for f in files]
+
+
+def _with_file(payload: dict[str, Any], file: MediaReference | None) -> PlatformMessage:
+    """The message, with ``file`` as its one attachment (``attachments[0]`` names
+    ``files[0]``)."""
+    if file is not None:
+        spec = upload_spec(file)
+        payload["json"]["attachments"] = [{"id": 0, "filename": spec["name"]}]
+        payload["upload"] = spec
+    return PlatformMessage(payload)
 
 
 def _nonce(run_id: str, part: int, index: int) -> str:

@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web import WebClient
 
 from switchboard.errors import ConfigError
+from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -37,7 +38,9 @@ from .base import (
     Unauthorized,
     Undeliverable,
 )
+from .media_out import load, stored_refs, upload_spec
 from .slack_events import parse_events
+from .slack_files import SlackFiles
 from .slack_format import TEXT_LIMIT, split_mrkdwn, to_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,7 @@ class SlackAdapter:
         *,
         now: Callable[[], float] = time.time,
         timeout_s: int = 15,
+        files: SlackFiles | None = None,
     ) -> None:
         self._secret = signing_secret.encode()
         self._now = now
@@ -78,6 +82,8 @@ class SlackAdapter:
         self._client = WebClient(
             token=bot_token, base_url=api_base, timeout=timeout_s, retry_handlers=[]
         )
+        self.files = files or SlackFiles(bot_token)  # url_private downloads (slack_files.py)
+        self.media: MediaClient | None = None  # files in and out go through it (server.py)
         self.bot_user_id = ""  # from auth.test at start; events also carry it
         self.bot_id = ""
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
@@ -135,23 +141,34 @@ class SlackAdapter:
             log.info("slack retry %s (%s)", retry[:4], reason)
         return parse_events(request.body, self.bot_user_id)
 
+    async def fetch_attachments(self, message: messages_pb2.InboundMessage) -> None:
+        """Files (``url_private``) into the media service (slack_files.py)."""
+        if self.media is not None and message.media:
+            await self.files.ingest(self.media, message)
+
     # --- outbound --------------------------------------------------------------------------
 
     def format(self, part: messages_pb2.OutboundMessage) -> Sequence[PlatformMessage]:
         """``chat.postMessage`` calls for one part: mrkdwn, split at Slack's text limit, in
         the part's thread (``thread_ts``) when it has one. Media references that are URLs
-        go as links (Slack shows a preview); files are not uploaded."""
+        go as links (Slack shows a preview); stored files (``media:``) are uploaded after
+        the text (``files_upload_v2``: files.getUploadURLExternal, the upload,
+        files.completeUploadExternal), each one platform message."""
         if not part.chat.id:
             raise Undeliverable("the part names no Slack channel")
         text = to_mrkdwn(part.text)
         links = [f"<{ref}>" for ref in part.media if ref.startswith(("https://", "http://"))]
         text = "\n".join(t for t in [text, *links] if t)
-        if not text.strip():
+        files = stored_refs(part.media)
+        if not text.strip() and not files:
             return []
         thread_ts = _thread_ts(part.thread_id) or _thread_ts(part.reply_to)
         messages = []
-        for piece in split_mrkdwn(text, TEXT_LIMIT):
-            payload: dict[str, Any] = {"channel": part.chat.id, "text": piece}
+        pieces = split_mrkdwn(text, TEXT_LIMIT) if text.strip() else []
+        contents: list[dict[str, Any]] = [{"text": p} for p in pieces]
+        contents += [{"upload": upload_spec(f)} for f in files]
+        for payload in contents:
+            payload["channel"] = part.chat.id
             if thread_ts:
                 payload["thread_ts"] = thread_ts
             messages.append(PlatformMessage(payload))
@@ -161,16 +178,29 @@ class SlackAdapter:
         if account != ACCOUNT:
             raise Undeliverable(f"no Slack account {account[:64]!r} (only {ACCOUNT!r})")
         payload = message.payload
+        upload = await load(self.media, payload["upload"]) if "upload" in payload else None
         try:
-            await asyncio.to_thread(
-                self._client.chat_postMessage,
-                channel=payload["channel"],
-                text=payload["text"],
-                thread_ts=payload.get("thread_ts"),
-                mrkdwn=True,
-            )
+            if upload is not None:
+                await asyncio.to_thread(
+                    self._client.files_upload_v2,
+                    file=upload.data,
+                    filename=upload.name,
+                    title=upload.name,
+                    channel=payload["channel"],
+                    thread_ts=payload.get("thread_ts"),
+                )
+            else:
+                await asyncio.to_thread(
+                    self._client.chat_postMessage,
+                    channel=payload["channel"],
+                    text=payload["text"],
+                    thread_ts=payload.get("thread_ts"),
+                    mrkdwn=True,
+                )
         except SlackApiError as exc:
             raise self._api_failure(exc) from None
+        except SlackRequestError:  # the upload to Slack's upload URL failed
+            raise self._backoff("slack file upload failed") from None
         except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
             raise self._backoff(f"slack unreachable: {type(exc).__name__}") from None
         self._failures = 0
@@ -229,4 +259,5 @@ def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
         raise ConfigError(
             f"{given} is set but {missing} is not: Slack needs both (or neither, to not serve it)."
         )
-    return SlackAdapter(token, secret, settings.slack_api_base)
+    files = SlackFiles(token, settings.slack_file_origins, settings.slack_file_allow_cidrs)
+    return SlackAdapter(token, secret, settings.slack_api_base, files=files)

@@ -166,14 +166,14 @@ def _inbound(event: Mapping[str, Any], bots: frozenset[str]) -> messages_pb2.Inb
 
 
 def _media(files: list[Any]) -> list[str]:
-    """Attachment references: each file's ``url_private`` (fetched with the bot token, scope
-    files:read), else ``slack:file:<id>``."""
+    """Attachment references: each file's ``url_private`` (downloaded with the bot token,
+    scope files:read, and ingested by :mod:`.slack_files`), else ``slack:file:<id>``."""
     refs = []
     for item in files:
         if not isinstance(item, dict):
             continue
         url = item.get("url_private")
-        if isinstance(url, str) and url.startswith("https://"):
+        if isinstance(url, str) and url.startswith(("https://", "http://")):
             refs.append(url)
         elif isinstance(item.get("id"), str) and _ID.match(item["id"]):
             refs.append(f"slack:file:{item['id']}")

@@ -42,6 +42,7 @@ from .base import (
     Unauthorized,
     Undeliverable,
 )
+from .media_out import Upload, load, stored_refs
 from .telegram_api import BotApi, BotApiError, describe, second_try
 from .telegram_files import ingest_attachments
 from .telegram_format import to_pieces
@@ -53,6 +54,7 @@ from .telegram_inbound import (
     parse_update,
     telegram_message_id,
 )
+from .telegram_media import FIELDS, caption_of, file_messages, upload_method
 from .telegram_poll import Polling, start_polling  # polling mode (helper telegram-poll)
 
 log = logging.getLogger(__name__)
@@ -233,7 +235,9 @@ class TelegramAdapter:
     def format(self, part: messages_pb2.OutboundMessage) -> Sequence[PlatformMessage]:
         """``sendMessage`` calls for one part (HTML, split at 4096 characters), replying to
         ``reply_to`` with its first, in the forum topic ``thread_id``; then one
-        ``send<Photo|Document|...>`` per ``telegram:`` media reference (URLs go as links)."""
+        ``send<Photo|Document|...>`` per ``telegram:`` media reference (URLs go as links) and
+        an upload per stored file (``media:``, telegram_media.py: the text may be its
+        caption)."""
         if not _CHAT_ID.fullmatch(part.chat.id):
             raise Undeliverable("the part names no Telegram chat")
         base: dict[str, Any] = {"chat_id": _chat(part.chat.id)}
@@ -245,8 +249,21 @@ class TelegramAdapter:
         urls = [r for r in part.media if r.startswith(("https://", "http://"))]
         links = [f"[{_markdown_escape(url)}]({url})" for url in urls]
         text = "\n".join(t for t in [part.text, *links] if t)
+        pieces = to_pieces(text) if text.strip() else []
+        files = stored_refs(part.media)  # uploads (telegram_media.py)
+        caption = caption_of(pieces) if files else None
         messages: list[PlatformMessage] = []
-        for piece in to_pieces(text):
+        if caption is not None:  # the text goes as the first file's caption
+            pieces = []
+            base_first = {**base}
+            if reply is not None:
+                base_first["reply_parameters"] = {
+                    "message_id": reply,
+                    "allow_sending_without_reply": True,
+                }
+            messages += file_messages(base_first, files[:1], caption)
+            files = files[1:]
+        for piece in pieces:
             params = {**base, "text": piece.html if piece.html is not None else piece.plain}
             if piece.html is not None:
                 params["parse_mode"] = "HTML"
@@ -264,27 +281,38 @@ class TelegramAdapter:
                 params = {**base, media.kind: media.file_id}
                 method = SEND_MEDIA[media.kind]
                 messages.append(PlatformMessage({"method": method, "params": params}))
+        messages += file_messages(base, files, None)
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
         if account != ACCOUNT:
             raise Undeliverable(f"no Telegram account {account[:64]!r} (only {ACCOUNT!r})")
         method, params = str(message.payload["method"]), dict(message.payload["params"])
+        upload: Upload | None = None
+        if "upload" in message.payload:  # a stored file: its bytes from the media service
+            upload = await load(self.media, message.payload["upload"])
+            method = upload_method(method, len(upload.data))
         try:
-            await self._post(method, params)
+            await self._post(method, params, upload)
         except BotApiError as exc:
             again = second_try(exc, params, message.payload.get("plain"))
             if again is None:
                 raise self._failure(exc) from None
             try:
-                await self._post(method, again)
+                await self._post(method, again, upload)
             except BotApiError as exc2:
                 raise self._failure(exc2) from None
         self._failures = 0
 
-    async def _post(self, method: str, params: dict[str, Any]) -> None:
+    async def _post(
+        self, method: str, params: dict[str, Any], upload: Upload | None = None
+    ) -> None:
         try:
-            await self.call(method, params)
+            if upload is None:
+                await self.call(method, params)
+            else:
+                file = (upload.name, upload.data, upload.mime)
+                await self.api.upload(method, params, FIELDS[method], file)
         except httpx.HTTPError as exc:  # refused, reset, timed out
             raise self._backoff(f"telegram unreachable: {type(exc).__name__}") from None
 

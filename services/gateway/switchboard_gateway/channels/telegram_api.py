@@ -8,6 +8,7 @@ log show the placeholder.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,7 @@ import httpx
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "botTOKEN"  # stands for bot<token> in every URL the client builds
+UPLOAD_TIMEOUT_S = 60.0
 
 
 class BotApiError(Exception):
@@ -104,6 +106,30 @@ class BotApi:
         response = await self._http.post(method, json=dict(params or {}), timeout=timeout)
         return result_of(response)
 
+    async def upload(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        field: str,
+        file: tuple[str, bytes, str],
+        timeout_s: float = UPLOAD_TIMEOUT_S,
+    ) -> Any:
+        """A ``multipart/form-data`` call sending ``file`` (name, bytes, type) as ``field``
+        (``sendPhoto``'s ``photo``...); other parameters as form fields (objects as JSON)."""
+        if self._http is None:
+            raise RuntimeError("the Telegram client is not open")
+        data = {
+            key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in params.items()
+        }
+        response = await self._http.post(
+            method,
+            data=data,
+            files={field: file},
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+        )
+        return result_of(response)
+
     async def fetch_file(self, file_path: str, max_bytes: int) -> bytes:
         """A file ``getFile`` named (``GET /file/bot<token>/<file_path>``), at most
         ``max_bytes``; :class:`BotApiError` when it is not there or larger."""
@@ -151,7 +177,8 @@ def second_try(exc: BotApiError, params: dict[str, Any], plain: object) -> dict[
     if exc.code == 400 and "can't parse entities" in exc.description and "parse_mode" in params:
         log.warning("telegram could not parse a reply's HTML (%s); sent as plain text", exc)
         again = {k: v for k, v in params.items() if k != "parse_mode"}
-        again["text"] = plain if isinstance(plain, str) and plain.strip() else params["text"]
+        key = "caption" if "caption" in params else "text"  # a file's caption, or a message
+        again[key] = plain if isinstance(plain, str) and plain.strip() else params[key]
         return again
     if exc.migrate_to_chat_id is not None:
         return {**params, "chat_id": exc.migrate_to_chat_id}

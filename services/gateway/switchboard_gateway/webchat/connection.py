@@ -192,6 +192,7 @@ class Connection:
                 self.app.state.sessions,
                 session,
                 self.app.state.approvals,
+                self.app.state.media,
             )
             await self.follow(attached.listener, methods)
         except GONE:

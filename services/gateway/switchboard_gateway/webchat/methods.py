@@ -1,4 +1,5 @@
-"""The methods a connected socket may call: ``send`` (a message into its session), ``history``
+"""The methods a connected socket may call: ``send`` (a message, with attachments ingested by the
+media service, into its session), ``history``
 (the session's transcript, from the agent's Sessions gRPC) and ``abort`` (an ``AbortRun`` on
 ``sb.runs.abort``: the agent replica running the session interrupts its run)."""
 
@@ -11,6 +12,7 @@ import grpc
 import nats
 
 from switchboard import bus
+from switchboard.media import MediaClient
 from switchboard.sessions import direct_key
 from switchboard.v1 import (
     approvals_pb2,
@@ -24,6 +26,7 @@ from ..config import GatewaySettings
 from ..conversations import BusUnavailable, Conversations, Outgoing
 from ..errors import ApiError, agent_error
 from . import protocol
+from .attachments import AttachmentError, ingest_attachments
 from .protocol import AbortParams, DecideParams, HistoryParams, SendParams
 
 CHANNEL = "webchat"
@@ -52,6 +55,7 @@ class Methods:
     sessions: sessions_pb2_grpc.SessionsStub
     session: str  # the connection's session (the one whose events it follows)
     approvals: approvals_pb2_grpc.ApprovalsStub | None = None
+    media: MediaClient | None = None  # attachments of send go to the media service
 
     @property
     def agent(self) -> str:
@@ -67,7 +71,11 @@ class Methods:
             )
         session = params.session or self.session
         key = session_key(self.agent, session)
-        out = Outgoing(CHANNEL, params.text, key, self.agent, sender=session)
+        try:
+            refs = await ingest_attachments(self.media, params.attachments)
+        except AttachmentError as exc:
+            raise MethodError(exc.code, exc.message) from exc
+        out = Outgoing(CHANNEL, params.text, key, self.agent, sender=session, media=refs)
         try:
             await self.conversations.post(out)
         except BusUnavailable as exc:

@@ -4,11 +4,12 @@ event. JSON text frames only."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROTOCOL = 1
+MAX_ATTACHMENTS = 4
 
 # A WebChat session id: the last part of its session key ``<agent>:webchat:<session>``.
 SessionId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -36,6 +37,7 @@ NOT_FOUND = "not_found"
 ALREADY_DECIDED = "already_decided"
 TIMEOUT = "timeout"
 INVALID_REQUEST = "invalid_request"
+BAD_ATTACHMENT = "bad_attachment"
 
 
 class Frame(BaseModel):
@@ -62,9 +64,26 @@ class ConnectParams(Frame):
     last_seq: int | None = Field(default=None, ge=0)  # ...and the last event seq seen
 
 
+class Attachment(Frame):
+    """A file sent with a message: its bytes in base64 (the frame stays within
+    SB_WEBCHAT_MAX_FRAME_BYTES); ``name`` and ``mime`` are informative only (the media service
+    sniffs the type)."""
+
+    data: str = Field(min_length=4)
+    name: str = Field(default="", max_length=128)
+    mime: str = Field(default="", max_length=128)
+
+
 class SendParams(Frame):
-    text: str = Field(min_length=1)
+    text: str = ""  # may be empty when attachments are sent
     session: SessionId | None = None  # None: the connection's session
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+
+    @model_validator(mode="after")
+    def _something(self) -> Self:
+        if not self.text.strip() and not self.attachments:
+            raise ValueError("a message needs text or an attachment")
+        return self
 
 
 class HistoryParams(Frame):
@@ -192,6 +211,21 @@ class Lifecycle(Frame):
     text: str | None = None  # end: the whole reply text
     input_tokens: int | None = None
     output_tokens: int | None = None
+
+
+class MediaItem(Frame):
+    ref: str  # media:<sha256>?mime=...
+    mime: str
+    url: str  # GET it with the gateway token (Authorization: Bearer)
+
+
+class ChatMessage(Frame):
+    """A message the agent sent to the chat during a run (its ``message`` tool), with files."""
+
+    run_id: str
+    call_id: str
+    text: str
+    media: list[MediaItem]
 
 
 class RunError(Frame):

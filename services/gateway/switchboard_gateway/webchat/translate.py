@@ -1,5 +1,6 @@
 """The agent's events (``AgentEvent`` on ``sb.events.<session token>``) as WebChat events:
-assistant deltas, tool phases with a short summary, run lifecycle and run errors. Tool output
+assistant deltas, tool phases with a short summary, run lifecycle and run errors, and the
+messages its ``message`` tool shows in this chat (with images). Tool output
 updates (partial output of a running tool) are not forwarded: a tool card shows the start and
 the result."""
 
@@ -8,9 +9,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from switchboard.media import parse_media_ref
 from switchboard.v1 import messages_pb2
 
-from .protocol import AssistantDelta, Frame, Lifecycle, RunError, ToolPhase
+from ..media_api import media_url
+from .protocol import (
+    AssistantDelta,
+    ChatMessage,
+    Frame,
+    Lifecycle,
+    MediaItem,
+    RunError,
+    ToolPhase,
+)
 
 SUMMARY_CHARS = 200
 
@@ -44,6 +55,10 @@ def translate(e: messages_pb2.AgentEvent) -> tuple[str, Frame] | None:
     """The WebChat event for ``e`` as (event name, payload), or None when none is sent."""
     if e.stream == "assistant" and e.phase == "delta":
         return "assistant", AssistantDelta(run_id=e.run_id, text=e.text)
+    if e.stream == "tool" and e.phase == "result" and e.tool == "message":
+        shown = _chat_message(e, _data(e))
+        if shown is not None:
+            return "message", shown
     if e.stream == "tool" and e.phase in ("start", "approval", "result"):
         data = _data(e)
         tool = ToolPhase.model_validate(
@@ -74,3 +89,18 @@ def translate(e: messages_pb2.AgentEvent) -> tuple[str, Frame] | None:
     if e.stream == "error":
         return "run_error", RunError(run_id=e.run_id, message=e.text or "The run failed.")
     return None
+
+
+def _chat_message(e: messages_pb2.AgentEvent, data: dict[str, Any]) -> ChatMessage | None:
+    """The ``message`` tool's message to this WebChat (its result says ``channel: webchat``),
+    its files to be fetched from ``GET /api/media/<sha256>``."""
+    if data.get("channel") != "webchat" or data.get("is_error"):
+        return None
+    items = []
+    for ref in data.get("media") or []:
+        found = parse_media_ref(str(ref))
+        if found is not None:
+            items.append(MediaItem(ref=str(ref), mime=found.mime, url=media_url(found.sha256)))
+    return ChatMessage(
+        run_id=e.run_id, call_id=e.call_id, text=str(data.get("text") or ""), media=items
+    )

@@ -6,7 +6,9 @@
   const SUMMARY_CHARS = 200;
 
   // onDecide(approvalId, "approve" | "deny") -> Promise: the tool card's approval buttons.
-  window.createWebChatView = (list, onDecide) => {
+  // loadMedia(url) -> Promise of a data: URL: a file the agent sent (GET /api/media/..., with
+  // the token).
+  window.createWebChatView = (list, onDecide, loadMedia) => {
     const runs = new Map(); // run id -> {el, body, text}
     const tools = new Map(); // call id -> card elements
     const ui = { messages: list };
@@ -40,10 +42,48 @@
       return li;
     }
 
-    function userMessage(text) {
+    function userMessage(text, images) {
       const li = bubble("user", "You");
       li.append(document.createTextNode(text));
+      for (const src of images || []) li.append(picture(src, "attachment"));
       return add(li);
+    }
+
+    function picture(src, alt) {
+      const img = document.createElement("img");
+      img.className = "media";
+      img.alt = alt;
+      if (src) img.src = src;
+      return img;
+    }
+
+    // A message of the agent's message tool: its text and files, in the run's bubble.
+    function chatMessage(r, p) {
+      const box = document.createElement("div");
+      box.className = "sent";
+      if (p.text) {
+        const span = document.createElement("span");
+        span.className = "text";
+        span.textContent = p.text;
+        box.append(span);
+      }
+      for (const m of p.media || []) {
+        if (!String(m.mime).startsWith("image/")) {
+          const span = document.createElement("span");
+          span.className = "note";
+          span.textContent = `[a ${m.mime || "file"} was sent]`;
+          box.append(span);
+          continue;
+        }
+        const img = picture("", "image sent by the assistant");
+        img.dataset.ref = m.ref;
+        box.append(img);
+        loadMedia(m.url).then(
+          (src) => { img.src = src; },
+          (err) => { img.alt = `the image could not be loaded: ${err.message}`; },
+        );
+      }
+      r.body.append(box);
     }
 
     function systemNote(text) {
@@ -222,6 +262,13 @@
           } else if (p.phase === "result") {
             toolResult(card, p.summary, p.is_error);
           }
+          break;
+        }
+        case "message": {
+          const r = run(p.run_id);
+          chatMessage(r, p);
+          const card = tools.get(p.call_id);
+          if (card) toolResult(card, "shown in the chat", false);
           break;
         }
         case "run_error":

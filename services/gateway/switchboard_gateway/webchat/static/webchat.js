@@ -18,11 +18,15 @@
     messages: $("messages"),
     composer: $("composer"),
     input: $("input"),
+    attach: $("attach"),
+    attached: $("attached"),
     newChat: $("new-chat"),
     signOut: $("sign-out"),
   };
-  const view = window.createWebChatView(ui.messages, (approvalId, decision) =>
-    request("decide", { approval_id: approvalId, decision }),
+  const view = window.createWebChatView(
+    ui.messages,
+    (approvalId, decision) => request("decide", { approval_id: approvalId, decision }),
+    loadMedia,
   );
 
   const state = {
@@ -44,6 +48,33 @@
 
   function setStatus(text) {
     ui.status.textContent = text;
+  }
+
+  // --- files ---------------------------------------------------------------------------------
+
+  const readAs = (blob, how) =>
+    new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result);
+      reader.onerror = () => reject(reader.error || new Error("could not read the file"));
+      reader[how](blob);
+    });
+
+  // A file the agent sent, fetched with the token (never in a URL), as a data: URL.
+  async function loadMedia(url) {
+    const res = await fetch(url, { headers: { Authorization: `Bearer ${token()}` } });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    return readAs(await res.blob(), "readAsDataURL");
+  }
+
+  // The chosen files as send's attachments: base64 in the frame.
+  async function attachments() {
+    const out = [];
+    for (const file of ui.attach.files) {
+      const url = await readAs(file, "readAsDataURL");
+      out.push({ data: url.slice(url.indexOf(",") + 1), name: file.name, mime: file.type, url });
+    }
+    return out;
   }
 
   // --- history -------------------------------------------------------------------------------
@@ -207,15 +238,29 @@
 
   async function send() {
     const text = ui.input.value.trim();
-    if (!text) return;
+    if (!text && !ui.attach.files.length) return;
     if (!state.connected) {
       setStatus("Not connected yet; the message was not sent.");
       return;
     }
+    let files = [];
+    if (ui.attach.files.length) {
+      // Read before anything is drawn (without files the message is drawn at once, as before).
+      try {
+        files = await attachments();
+      } catch (err) {
+        setStatus(`The file could not be read: ${err.message}`);
+        return;
+      }
+    }
     ui.input.value = "";
-    const li = view.userMessage(text);
+    ui.attach.value = "";
+    ui.attached.textContent = "";
+    const images = files.filter((f) => f.mime.startsWith("image/")).map((f) => f.url);
+    const li = view.userMessage(text, images);
     try {
-      const payload = await request("send", { text });
+      const sent = files.map(({ data, name, mime }) => ({ data, name, mime }));
+      const payload = await request("send", sent.length ? { text, attachments: sent } : { text });
       li.dataset.messageId = payload.message_id;
     } catch (err) {
       li.classList.add("failed");
@@ -235,6 +280,9 @@
       ev.preventDefault();
       send();
     }
+  });
+  ui.attach.addEventListener("change", () => {
+    ui.attached.textContent = Array.from(ui.attach.files, (f) => f.name).join(", ");
   });
   ui.newChat.addEventListener("click", () => {
     disconnect();
