@@ -107,8 +107,8 @@ class SessionCommands:
             f"Model: {model} ({whose})",
             f"Queue mode: {mode}",
             f"Transcript: {st.messages} messages",
-            f"Usage since the start{' (last reset)' if st.reset_at else ''}: {st.runs} runs, "
-            f"{st.input_tokens} tokens in, {st.output_tokens} out",
+            f"Since {'the last reset' if st.reset_at else 'the start'}: runs {st.runs}, "
+            f"tokens in {st.input_tokens}, out {st.output_tokens}",
         ]
         return "\n".join(lines)
 
