@@ -181,6 +181,36 @@ def _parse_anthropic(body: dict[str, Any]) -> FakeRequest:
     )
 
 
+def _cache_marks(body: dict[str, Any]) -> list[Any]:
+    """Every ``cache_control`` of an Anthropic request (tools, system blocks, message blocks)."""
+    blocks: list[Any] = list(body.get("tools") or [])
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and isinstance(m.get("content"), list):
+            blocks += m["content"]
+    return [b["cache_control"] for b in blocks if isinstance(b, dict) and "cache_control" in b]
+
+
+def _anthropic_invalid(body: dict[str, Any]) -> str | None:
+    """What the Messages API refuses (400) in the parts our client shapes: system blocks and
+    prompt-caching marks."""
+    system = body.get("system")
+    if isinstance(system, list):
+        for block in system:
+            if not isinstance(block, dict) or block.get("type") != "text":
+                return "system: each block must be a text block"
+            if not block.get("text"):
+                return "system: text content blocks must be non-empty"
+    marks = _cache_marks(body)
+    if len(marks) > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {len(marks)}."
+    for mark in marks:
+        if not isinstance(mark, dict) or mark.get("type") != "ephemeral":
+            return "cache_control.type: Input should be 'ephemeral'"
+    return None
+
+
 def _parse_openai(body: dict[str, Any]) -> FakeRequest:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     tool_results: list[str] = []
@@ -703,9 +733,10 @@ class FakeLLM:
                 f"Incorrect API key provided: {masked}. You can find your API key at "
                 "https://platform.openai.com/account/api-keys.",
             )
-        problem = image_problem(body) if provider == "anthropic" else None
-        if problem is not None:  # Anthropic checks its image blocks (llm_images.py)
-            return reject(400, problem)
+        if provider == "anthropic":  # Anthropic checks its requests' shape as the API does
+            invalid = _anthropic_invalid(body) or image_problem(body)
+            if invalid is not None:
+                return reject(400, invalid)
         failure = self._take_failure(provider)
         if failure is not None:
             return reject(failure.status, failure.message)

@@ -112,6 +112,11 @@ class Subjects:
         """Where an undeliverable ``kind`` (``outbound``) of ``channel`` is kept."""
         return f"{self.prefix}.deadletter.{kind}.{channel}"
 
+    def sessions_command(self) -> str:
+        """Core request subject: a session command typed in a chat (``SessionCommand``: /new,
+        /reset, /stop, /status, /model), sent by the router; any agent replica answers."""
+        return f"{self.prefix}.sessions.command"
+
     def runs_abort(self) -> str:
         """Where an AbortRun goes (core NATS: every agent replica hears it, the owner acts)."""
         return f"{self.prefix}.runs.abort"

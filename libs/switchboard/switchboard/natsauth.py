@@ -94,13 +94,14 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
         subscribe += [f"{p}.events.>"]
     elif service == "router":
         # Pairing codes and the answers to chat commands go to the sender's chat as OUTBOUND
-        # parts; "/approve <id>" becomes a request to the agents (its answer: the inbox).
+        # parts; "/approve <id>" and "/reset" (...) become requests to the agents (answer: inbox).
         publish += [
             f"{p}.lane.>",
             *_consumer(s, "INBOUND"),
             f"{p}.outbound.>",
             *_kv(s.pairing_bucket, listing=True),
             s.approvals_decide(),
+            s.sessions_command(),
         ]
     elif service == "agent":
         lanes = s.stream("LANES")
@@ -115,10 +116,12 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             f"{p}.approvals.>",
             f"{p}.events.>",
             f"{p}.outbound.>",
+            s.runs_abort(),  # Sessions.Abort/Delete and /stop reach the run's replica
         ]
         subscribe += [
             f"{p}.lane.>",
             s.runs_abort(),
+            s.sessions_command(),
             s.tools_result("*"),
             s.tools_update("*"),
             f"{p}.approvals.>",  # wake-ups of waiting runs, and the router's chat decisions

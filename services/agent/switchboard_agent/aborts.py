@@ -2,7 +2,8 @@
 ``sb.runs.abort`` reaches every agent replica; the one running that session's lane interrupts
 the run the way a newer message does under the ``interrupt`` queue mode (its tool calls are
 cancelled, its transcript closed, its status ``interrupted``). A session with no run here is
-ignored: another replica owns it, or nothing is running."""
+ignored: another replica owns it, or nothing is running. Sent as a request (Sessions.Abort,
+``/stop``: :mod:`session_admin`), the replica that interrupted the run answers it."""
 
 from __future__ import annotations
 
@@ -58,8 +59,10 @@ class RunningRuns:
         task.cancel()
         return True
 
-    async def _on_abort(self, _: Msg, request: messages_pb2.AbortRun) -> None:
+    async def _on_abort(self, msg: Msg, request: messages_pb2.AbortRun) -> None:
         if self.abort(request.session_key):
+            if msg.reply:  # a request (Sessions.Abort, /stop): the one that stopped it answers
+                await msg.respond(msg.data)
             ABORTS.inc()
             log.info(
                 "run aborted on request",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, model_validator
 
@@ -14,6 +15,15 @@ from .approval_rules import ApprovalRules
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
 from .toolgate import ToolRules
+
+
+def check_timezone(zone: str) -> None:
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"timezone: {zone!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')"
+        ) from None
 
 
 class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings):
@@ -51,11 +61,21 @@ class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
     # tool); the long edge images are resized to for the model (Anthropic's advice: 1568).
     media_addr: str = "127.0.0.1:50055"
     image_max_edge: int = Field(default=1568, ge=64, le=8192)
+    # The prompt (prompt.py, workspace_files.py): the time zone its clock is in (IANA name;
+    # per agent id in agent_timezones), the characters each bootstrap file keeps at most.
+    timezone: str = "UTC"
+    agent_timezones: dict[str, str] = Field(default_factory=dict)
+    bootstrap_max_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
+    # The models `/model` (and Patch's model) may pick besides the configured one, as
+    # "provider:model" (empty: any model of a configured provider).
+    model_choices: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:
         self.tool_rules()  # raises PolicyError (a ValueError) with the offending entry
         check_targets(self.message_targets)
+        for zone in [self.timezone, *self.agent_timezones.values()]:
+            check_timezone(zone)
         for entry in self.approvers:
             channel, _, sender = entry.partition(":")
             if not channel or not sender or entry != entry.strip():

@@ -267,7 +267,7 @@ class LaneManager:
         ACTIVE_RUNS.inc()
         try:
             task = asyncio.create_task(
-                self.runner.run(batch, cursor, control, state.tool_policy, mode)
+                self.runner.run(batch, cursor, control, state.tool_policy, mode, state.model)
             )
             with self.running.tracking(first.session_key, task, control):
                 if not mode.interrupts:

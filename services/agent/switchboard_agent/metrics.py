@@ -23,3 +23,8 @@ APPROVAL_NOTICES = Counter(
     "sb_agent_approval_notices_total", "Notices of calls waiting for approval", ["outcome"]
 )
 ABORTS = Counter("sb_agent_aborted_runs_total", "Runs aborted on request (WebChat's abort)")
+SESSION_COMMANDS = Counter(
+    "sb_agent_session_commands_total",
+    "Session commands from a chat (/new, /reset, /stop, /status, /model), by outcome",
+    ["outcome"],
+)

@@ -1,5 +1,8 @@
 """The agent schema: sessions (with the lane cursor), runs, the transcript, tool calls that
-needed approval and the checkpoints of runs waiting for one."""
+needed approval and the checkpoints of runs waiting for one.
+
+A session's transcript is its messages of the session's current ``epoch``: a reset (or a
+delete) moves the epoch on and removes the older messages; the lane cursor stays."""
 
 from switchboard.store import Migration
 
@@ -83,6 +86,17 @@ MIGRATIONS = [
             saved_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (session_key, inbound_id)
         );
+        """,
+    ),
+    Migration(
+        4,
+        "transcript epochs (Sessions.Reset/Delete), per-session model",
+        """
+        ALTER TABLE agent.sessions ADD COLUMN epoch integer NOT NULL DEFAULT 0;
+        ALTER TABLE agent.sessions ADD COLUMN model text NOT NULL DEFAULT '';
+        ALTER TABLE agent.sessions ADD COLUMN reset_at timestamptz;
+        ALTER TABLE agent.sessions ADD COLUMN deleted_at timestamptz;
+        ALTER TABLE agent.messages ADD COLUMN epoch integer NOT NULL DEFAULT 0;
         """,
     ),
 ]

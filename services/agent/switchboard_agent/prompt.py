@@ -1,48 +1,83 @@
-"""System prompt assembly: identity, time, and the agent workspace's bootstrap files."""
+"""System prompt assembly: identity, the agent workspace's bootstrap files, then the runtime
+facts of this run (time in the agent's time zone, model, channel, session kind).
+
+The prompt is built stable part first: the identity and the files change only when someone
+edits a file, the runtime part changes every run. :attr:`Prompt.stable_chars` marks the
+boundary, so a provider can cache the stable prefix (Anthropic's ``cache_control``; OpenAI
+caches long identical prefixes by itself)."""
 
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from zoneinfo import ZoneInfo
 
-BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md")
-DIRECT_ONLY = ("MEMORY.md",)
-MAX_FILE_CHARS = 20_000
+from .workspace_files import WorkspaceFiles, files_for
 
 BASE = (
     "You are Switchboard, a personal AI assistant. Answer helpfully and concisely. "
     "Use the tools when they help; tool results are facts about the user's workspace and time."
 )
+FILES_HEADING = (
+    "# Workspace files (injected)\n"
+    "These user-editable files from your workspace are loaded into every conversation; "
+    "change them with the file tools to change how you work."
+)
 
 
-def truncate(text: str, limit: int = MAX_FILE_CHARS) -> str:
-    """Keep 70% head and 20% tail of an over-long file, with a marker between."""
-    if len(text) <= limit:
-        return text
-    head, tail = int(limit * 0.7), int(limit * 0.2)
-    return (
-        f"{text[:head]}\n\n[... {len(text) - head - tail} characters omitted ...]\n\n{text[-tail:]}"
-    )
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    stable_chars: int  # text[:stable_chars] is the same from run to run while no file changes
 
 
-def system_prompt(
-    workspace: Path,
-    session_key: str,
-    direct: bool,
-    now: datetime | None = None,
-    extra_files: tuple[str, ...] = (),
-) -> str:
-    """``extra_files``: workspace files this run adds (a heartbeat's ``HEARTBEAT.md``)."""
-    now = now or datetime.now(UTC)
-    parts = [
-        BASE,
-        f"Current time: {now.isoformat(timespec='seconds')} (UTC). Session: {session_key}. "
-        f"Runtime: Switchboard on {platform.system()}.",
-    ]
-    names = BOOTSTRAP_FILES + (DIRECT_ONLY if direct else ()) + extra_files
-    for name in names:
-        path = workspace / name
-        if path.is_file():
-            parts.append(f"## {name}\n{truncate(path.read_text(errors='replace'))}")
-    return "\n\n".join(parts)
+@dataclass(frozen=True)
+class RunFacts:
+    """What the runtime section says about this run."""
+
+    agent: str
+    session_key: str
+    kind: str  # session kind (workspace_files.session_kind)
+    channel: str
+    model: str  # provider:model
+    heartbeat: bool = False
+
+
+class PromptBuilder:
+    def __init__(
+        self,
+        files: WorkspaceFiles,
+        timezone: str = "UTC",
+        agent_timezones: dict[str, str] | None = None,
+    ) -> None:
+        self.files = files
+        self.timezone = timezone
+        self.agent_timezones = agent_timezones or {}
+
+    def zone(self, agent: str) -> ZoneInfo:
+        return ZoneInfo(self.agent_timezones.get(agent) or self.timezone)
+
+    def build(self, facts: RunFacts, now: datetime | None = None) -> Prompt:
+        names = files_for(facts.kind, facts.heartbeat)
+        loaded = self.files.load(facts.agent, names)
+        stable = [BASE]
+        if loaded:
+            stable.append(FILES_HEADING)
+            stable.extend(f"## {name}\n{text}" for name, text in loaded)
+        head = "\n\n".join(stable) + "\n\n"
+        return Prompt(head + self.runtime(facts, now), len(head))
+
+    def runtime(self, facts: RunFacts, now: datetime | None = None) -> str:
+        zone = self.zone(facts.agent)
+        local = (now or datetime.now(UTC)).astimezone(zone)
+        offset = local.strftime("%z")
+        return (
+            "# Runtime\n"
+            f"Current time: {local.strftime('%A %Y-%m-%d %H:%M')} in {zone.key} "
+            f"(UTC{offset[:3]}:{offset[3:]}).\n"
+            f"Agent: {facts.agent}. Model: {facts.model}. Channel: {facts.channel or 'none'}. "
+            f"Session: {facts.session_key} ({facts.kind}"
+            f"{', heartbeat run' if facts.heartbeat else ''}).\n"
+            f"Host: Switchboard on {platform.system()}."
+        )

@@ -14,7 +14,7 @@ from nats.aio.client import Client as NATS
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import bus, scheduling
+from switchboard import bus
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
@@ -28,11 +28,12 @@ from .heartbeat import is_heartbeat, silent_heartbeat
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
-from .prompt import system_prompt
+from .prompt import PromptBuilder, RunFacts
 from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
 from .providers.errors import ModelError
 from .queueing import Batch, PendingItem, RunControl
 from .replies import committed_reply, reply_text
+from .session_models import SessionModels
 from .store import RunRecord, SessionStore
 from .toolgate import ToolGate, ToolRules
 from .toolphase import run_tools
@@ -44,6 +45,7 @@ from .turn import (
     text_message,
     user_turn,
 )
+from .workspace_files import WorkspaceFiles, session_kind
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
@@ -71,6 +73,8 @@ class Runner:
         local: LocalTools | None = None,
         memory: AgentMemory | None = None,
         media: AgentMedia | None = None,
+        prompts: PromptBuilder | None = None,
+        models: SessionModels | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -86,6 +90,8 @@ class Runner:
         self.local = local or LocalTools()  # tools the agent runs itself (message, memory_*)
         self.memory = memory
         self.media = media
+        self.prompts = prompts or PromptBuilder(WorkspaceFiles(workspace_root, seed=False))
+        self.models = models  # a session's own model (/model); None: always self.model
 
     async def run(
         self,
@@ -94,6 +100,7 @@ class Runner:
         control: RunControl,
         session_policy: dict[str, Any] | None = None,
         mode: QueueMode = QueueMode.QUEUE,
+        model_ref: str = "",
     ) -> None:
         """Answer ``batch``; commit the transcript and move the cursor over it, atomically.
         A run that was waiting for an approval when its owner died resumes from its
@@ -136,7 +143,7 @@ class Runner:
             span.set_attribute("sb.run_id", run_id)
             await events.emit("lifecycle", "start", data={"resumed": True} if checkpoint else None)
             try:
-                await self._execute(batch, turn)
+                await self._execute(batch, turn, model_ref)
             except asyncio.CancelledError:
                 if not control.interrupted:
                     raise
@@ -228,12 +235,13 @@ class Runner:
                 }
             )
 
-    async def _execute(self, batch: Batch, turn: Turn) -> None:
-        """Run the tool loop; fill ``turn.record`` and ``turn.reply`` (the text as streamed)."""
+    async def _execute(self, batch: Batch, turn: Turn, model_ref: str = "") -> None:
+        """Run the tool loop; fill ``turn.record`` and ``turn.reply`` (the text as streamed).
+        ``model_ref``: the session's own model ("" : the configured one)."""
         record, events, control, reply = turn.record, turn.events, turn.control, turn.reply
         item = batch.primary.item
         inbound = item.message
-        history = await self.store.transcript(item.session_key)
+        record.epoch, history = await self.store.transcript_at(item.session_key)
         system_extra: list[str] = []
         if not history:
             for c in inbound.context:
@@ -243,17 +251,24 @@ class Runner:
                     record.messages.append(text_message(c.role, c.text))
         if not turn.resumed:
             record.messages.append(await self._user_turn(batch.items))
-        if self.model is None:
+        model = await self.models.get(model_ref) if self.models else self.model
+        if model is None:
             record.stop_reason = "no_model"
             record.messages.append(text_message("assistant", self.no_model_reply))
             await self._stream_text(self.no_model_reply, events, reply)
             return
 
-        workspace = self.workspace_root / item.agent
-        direct = inbound.chat.type != "group"
-        extra = (scheduling.HEARTBEAT_FILE,) if is_heartbeat(inbound) else ()
-        prompt = system_prompt(workspace, item.session_key, direct, extra_files=extra)
-        system = "\n\n".join([prompt, *system_extra])
+        record.model = f"{model.provider}:{model.model}"
+        facts = RunFacts(
+            agent=item.agent,
+            session_key=item.session_key,
+            kind=session_kind(item.session_key, inbound.chat.type),
+            channel=inbound.channel,
+            model=record.model,
+            heartbeat=is_heartbeat(inbound),
+        )
+        prompt = self.prompts.build(facts)
+        system = "\n\n".join([prompt.text, *system_extra])
         if self.memory is not None:
             self.memory.before_run(item.agent)
             asked = "\n".join(p.item.message.text for p in batch.items)
@@ -261,7 +276,6 @@ class Runner:
                 system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs())
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
-        record.model = f"{self.model.provider}:{self.model.model}"
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
@@ -289,8 +303,9 @@ class Runner:
                     messages=history + record.messages,
                     tools=specs,
                     max_tokens=self.max_tokens,
+                    cache_prefix_chars=prompt.stable_chars,
                 )
-                response = await self._call_model(request, events, reply)
+                response = await self._call_model(request, events, reply, model)
                 record.input_tokens += response.usage.input_tokens
                 record.output_tokens += response.usage.output_tokens
                 record.messages.append({"role": "assistant", "content": response.content})
@@ -320,10 +335,14 @@ class Runner:
         return user_turn(items, attachments)
 
     async def _call_model(
-        self, request: ModelRequest, events: RunEvents, reply: list[str]
+        self,
+        request: ModelRequest,
+        events: RunEvents,
+        reply: list[str],
+        model: Model | None = None,
     ) -> ModelResponse:
-        assert self.model is not None
-        model = self.model
+        model = model or self.model
+        assert model is not None
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
             span.set_attribute("gen_ai.system", model.provider)

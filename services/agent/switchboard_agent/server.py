@@ -28,12 +28,17 @@ from .memory_client import MemoryClient
 from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
+from .prompt import PromptBuilder
 from .providers.select import choose_model
 from .runner import Runner
+from .session_admin import SessionAdmin
+from .session_commands import SessionCommands
+from .session_models import SessionModels
 from .sessions_api import SessionsService
 from .store import SessionStore
 from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
+from .workspace_files import WorkspaceFiles
 
 log = logging.getLogger(__name__)
 LANE_ACK_WAIT_S = 15.0
@@ -99,10 +104,15 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
                 *([ImageTool(media, model)] if media else []),
             ]
         )
+        admin = SessionAdmin(pool, rt.nc, rt.subjects)
+        models = SessionModels(settings, model, settings.model_choices)
         await rt.serve_grpc(
             settings.agent_grpc_host,
             settings.agent_grpc_port,
-            rpc.Servicer(sessions_pb2_grpc.add_SessionsServicer_to_server, SessionsService(store)),
+            rpc.Servicer(
+                sessions_pb2_grpc.add_SessionsServicer_to_server,
+                SessionsService(store, admin, models),
+            ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,
                 ApprovalsService(approvals, waiter),
@@ -117,6 +127,10 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         gate.announce = ApprovalNotices(outbound, approvals)
         # "/approve <id>" in a chat: the router asks, any replica answers.
         await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
+        # "/new", "/reset", "/stop", "/status", "/model" in a chat: the router asks.
+        await SessionCommands(admin, models, settings.queue_mode, settings.approvers).subscribe(
+            rt.nc, rt.subjects
+        )
         runner = Runner(
             rt.nc,
             rt.subjects,
@@ -132,6 +146,12 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             local,
             memory,
             media,
+            PromptBuilder(
+                WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
+                settings.timezone,
+                settings.agent_timezones,
+            ),
+            models,
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

@@ -1,4 +1,5 @@
-"""gRPC Sessions service: read access to sessions and transcripts."""
+"""gRPC Sessions service: sessions and transcripts (List, History), their settings (Patch),
+and Reset, Delete, Abort (what they mean for the lane: :mod:`session_admin`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from switchboard.sessions import parse_session_key, validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .policy import PolicyError, ToolPolicy
+from .session_admin import SessionAdmin
+from .session_models import ModelChoiceError, SessionModels
 from .store import SessionStore
 
 DEFAULT_MODE = "default"  # Patch: drop the session's override
@@ -34,8 +37,47 @@ async def _valid_key(key: str, context: grpc.aio.ServicerContext) -> str:
 
 
 class SessionsService(sessions_pb2_grpc.SessionsServicer):
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        admin: SessionAdmin | None = None,
+        models: SessionModels | None = None,
+    ) -> None:
         self.store = store
+        self.admin = admin
+        self.models = models
+
+    async def _admin(self, context: grpc.aio.ServicerContext) -> SessionAdmin:
+        if self.admin is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not available on this server")
+        assert self.admin is not None
+        return self.admin
+
+    async def Reset(
+        self, request: sessions_pb2.ResetSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.ResetSessionResponse:
+        key = await _valid_key(request.session_key, context)
+        removed = await (await self._admin(context)).reset(key)
+        if removed is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
+        return sessions_pb2.ResetSessionResponse(session_key=key, messages_removed=removed or 0)
+
+    async def Delete(
+        self, request: sessions_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.DeleteSessionResponse:
+        key = await _valid_key(request.session_key, context)
+        removed = await (await self._admin(context)).delete(key, request.requested_by[:200])
+        if removed is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
+        return sessions_pb2.DeleteSessionResponse(session_key=key, messages_removed=removed or 0)
+
+    async def Abort(
+        self, request: sessions_pb2.AbortSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.AbortSessionResponse:
+        key = await _valid_key(request.session_key, context)
+        by = request.requested_by[:200] or "api"
+        aborted = await (await self._admin(context)).abort(key, by)
+        return sessions_pb2.AbortSessionResponse(session_key=key, aborted=aborted)
 
     async def History(
         self, request: sessions_pb2.HistoryRequest, context: grpc.aio.ServicerContext
@@ -76,16 +118,33 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                     policy = data
             except (ValueError, PolicyError) as exc:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tool policy: {exc}")
+        model = request.model.strip()
+        if model and model != DEFAULT_MODE:
+            model = await self._checked_model(model, context)
         if mode:
             mode = await self.store.set_queue_mode(key, agent, "" if mode == DEFAULT_MODE else mode)
         if policy_json:
             await self.store.set_tool_policy(key, agent, policy)
+        if model:
+            admin = await self._admin(context)
+            await admin.set_model(key, agent, "" if model == DEFAULT_MODE else model)
         state = await self.store.lane_state(key)
         return sessions_pb2.PatchSessionResponse(
             session_key=key,
             queue_mode=state.queue_mode,
             tool_policy_json=json.dumps(state.tool_policy),
+            model=state.model,
         )
+
+    async def _checked_model(self, ref: str, context: grpc.aio.ServicerContext) -> str:
+        if self.models is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no model is configured")
+        assert self.models is not None
+        try:
+            return self.models.check(ref)
+        except ModelChoiceError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
 
     async def List(
         self, request: sessions_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext

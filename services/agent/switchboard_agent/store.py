@@ -30,6 +30,7 @@ class RunRecord:
     error: str = ""
     messages: list[Message] = field(default_factory=list)
     checkpointed: bool = False  # a checkpoint was saved (awaiting approval): drop it on commit
+    epoch: int = 0  # the transcript epoch the run read: its messages count only in it
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class LaneState:
     cursor: int
     queue_mode: str
     tool_policy: dict[str, Any] | None = None
+    model: str = ""  # the session's own model ("" : the agent's)
 
 
 class SessionStore:
@@ -65,14 +67,14 @@ class SessionStore:
 
     async def lane_state(self, session_key: str) -> LaneState:
         row = await self.pool.fetchrow(
-            "SELECT lane_cursor, queue_mode, tool_policy FROM agent.sessions"
+            "SELECT lane_cursor, queue_mode, tool_policy, model FROM agent.sessions"
             " WHERE session_key = $1",
             session_key,
         )
         if row is None:
             return LaneState(0, "")
         policy = json.loads(row["tool_policy"]) if row["tool_policy"] else None
-        return LaneState(int(row["lane_cursor"]), row["queue_mode"], policy)
+        return LaneState(int(row["lane_cursor"]), row["queue_mode"], policy, row["model"])
 
     async def set_tool_policy(
         self, session_key: str, agent: str, policy: dict[str, Any] | None
@@ -115,11 +117,21 @@ class SessionStore:
         return bool(row["done"]), checkpoint
 
     async def transcript(self, session_key: str) -> list[Message]:
+        return (await self.transcript_at(session_key))[1]
+
+    async def transcript_at(self, session_key: str) -> tuple[int, list[Message]]:
+        """The session's transcript epoch and its messages, read together (one statement)."""
         rows = await self.pool.fetch(
-            "SELECT role, content FROM agent.messages WHERE session_key = $1 ORDER BY id",
+            "SELECT e.epoch, m.role, m.content FROM"
+            " (SELECT coalesce((SELECT epoch FROM agent.sessions WHERE session_key = $1), 0)"
+            " AS epoch) AS e LEFT JOIN agent.messages m"
+            " ON m.session_key = $1 AND m.epoch = e.epoch ORDER BY m.id",
             session_key,
         )
-        return [{"role": r["role"], "content": json.loads(r["content"])} for r in rows]
+        epoch = int(rows[0]["epoch"]) if rows else 0
+        return epoch, [
+            {"role": r["role"], "content": json.loads(r["content"])} for r in rows if r["role"]
+        ]
 
     async def commit_run(self, run: RunRecord, expected_cursor: int) -> None:
         """Store the run and its transcript and move the cursor to ``run.lane_seq``, atomically,
@@ -146,6 +158,7 @@ class SessionStore:
             [m["role"] for m in run.messages],
             [json.dumps(m["content"]) for m in run.messages],
             run.checkpointed,
+            run.epoch,
         )
         if not moved:
             raise CursorMoved(run.session_key)
@@ -157,8 +170,9 @@ class SessionStore:
 
     async def history(self, session_key: str, limit: int = 0) -> list[StoredMessage]:
         query = (
-            "SELECT role, content, run_id, created_at FROM agent.messages"
-            " WHERE session_key = $1 ORDER BY id"
+            "SELECT m.role, m.content, m.run_id, m.created_at FROM agent.messages m"
+            " JOIN agent.sessions s ON s.session_key = m.session_key AND s.epoch = m.epoch"
+            " WHERE m.session_key = $1 ORDER BY m.id"
         )
         rows = await self.pool.fetch(query, session_key)
         if limit > 0:
@@ -171,8 +185,12 @@ class SessionStore:
     async def list_sessions(self, agent: str = "", limit: int = 100) -> list[SessionRow]:
         rows = await self.pool.fetch(
             "SELECT s.session_key, s.agent, s.updated_at,"
-            " (SELECT count(*) FROM agent.messages m WHERE m.session_key = s.session_key) AS n"
+            " (SELECT count(*) FROM agent.messages m WHERE m.session_key = s.session_key"
+            " AND m.epoch = s.epoch) AS n"
             " FROM agent.sessions s WHERE ($1 = '' OR s.agent = $1)"
+            # a deleted session is listed again once it has a transcript of its own
+            " AND (s.deleted_at IS NULL OR EXISTS (SELECT 1 FROM agent.messages m"
+            " WHERE m.session_key = s.session_key AND m.epoch = s.epoch))"
             " ORDER BY s.updated_at DESC LIMIT $2",
             agent,
             limit,
@@ -185,7 +203,7 @@ _MOVE = (
     " SELECT $1, $2, $3::bigint WHERE $4::bigint = 0"
     " OR EXISTS (SELECT 1 FROM agent.sessions WHERE session_key = $1)"
     " ON CONFLICT (session_key) DO UPDATE SET lane_cursor = EXCLUDED.lane_cursor,"
-    " updated_at = now() WHERE s.lane_cursor = $4 RETURNING 1"
+    " updated_at = now() WHERE s.lane_cursor = $4 RETURNING s.epoch"
 )
 _COMMIT = (
     f"WITH moved AS ({_MOVE}),"
@@ -194,10 +212,12 @@ _COMMIT = (
     " SELECT $5::text, $1, $6::text, $3, $7::text, $8::text, $9::text, $10::bigint,"
     " $11::bigint, $12::int, $13::text, $14::timestamptz"
     " WHERE EXISTS (SELECT 1 FROM moved) RETURNING 1),"
-    " msgs AS (INSERT INTO agent.messages (session_key, run_id, role, content)"
-    " SELECT $1, $5::text, t.role, t.content::jsonb"
+    # The messages join the transcript only if it was not reset since the run read it: the
+    # epoch RETURNING gives is the row's latest (a concurrent reset is waited for).
+    " msgs AS (INSERT INTO agent.messages (session_key, run_id, role, content, epoch)"
+    " SELECT $1, $5::text, t.role, t.content::jsonb, $18::int"
     " FROM unnest($15::text[], $16::text[]) WITH ORDINALITY AS t(role, content, n)"
-    " WHERE EXISTS (SELECT 1 FROM moved) ORDER BY t.n RETURNING 1),"
+    " WHERE EXISTS (SELECT 1 FROM moved WHERE moved.epoch = $18::int) ORDER BY t.n RETURNING 1),"
     " dropped AS (DELETE FROM agent.run_checkpoints WHERE $17::bool"
     " AND session_key = $1 AND inbound_id = $6 AND EXISTS (SELECT 1 FROM moved))"
     " SELECT count(*) FROM moved"

@@ -1,4 +1,5 @@
-"""Session endpoints: post a message into any session, read a session's transcript."""
+"""Session endpoints: post a message into any session, read a session's transcript, change
+its settings, and reset, delete or abort it (the agent's Sessions gRPC)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from .errors import ApiError, agent_error, checked_session_key
 router = APIRouter(prefix="/api/sessions")
 # The agent's Sessions servicer aborts with INVALID_ARGUMENT and a message for the caller.
 OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}
+# ... and Reset/Delete with NOT_FOUND for a session that does not exist.
+OURS_FOUND = {**OURS, grpc.StatusCode.NOT_FOUND: 404}
 
 
 class PatchSession(BaseModel):
@@ -27,6 +30,8 @@ class PatchSession(BaseModel):
     queue_mode: QueueMode | Literal["default"] | None = None
     # {"profile", "allow", "deny"}; null clears the override; absent leaves it as it is.
     tool_policy: dict[str, Any] | None = None
+    # "provider:model" the session uses instead of the agent's; "default" goes back to it.
+    model: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class PostMessage(BaseModel):
@@ -62,8 +67,10 @@ async def post_message(key: str, body: PostMessage, request: Request) -> JSONRes
 
 @router.patch("/{key}")
 async def patch_session(key: str, body: PatchSession, request: Request) -> dict[str, Any]:
-    if not body.model_fields_set & {"queue_mode", "tool_policy"}:
-        raise ApiError(400, "Nothing to change: give queue_mode and/or tool_policy")
+    if not body.model_fields_set & {"queue_mode", "tool_policy", "model"}:
+        raise ApiError(400, "Nothing to change: give queue_mode, tool_policy and/or model")
+    if "model" in body.model_fields_set and body.model is None:
+        raise ApiError(400, 'model cannot be null; use "default"', param="model")
     if "queue_mode" in body.model_fields_set and body.queue_mode is None:
         raise ApiError(400, 'queue_mode cannot be null; use "default"', param="queue_mode")
     policy = json.dumps(body.tool_policy) if "tool_policy" in body.model_fields_set else ""
@@ -74,6 +81,7 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
                 session_key=checked_session_key(key),
                 queue_mode=body.queue_mode or "",
                 tool_policy_json=policy,
+                model=body.model or "",
             ),
             timeout=5.0,
         )
@@ -83,7 +91,57 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
         "session_key": reply.session_key,
         "queue_mode": reply.queue_mode or "default",
         "tool_policy": json.loads(reply.tool_policy_json) if reply.tool_policy_json else None,
+        "model": reply.model or "default",
     }
+
+
+@router.post("/{key}/reset")
+async def reset_session(key: str, request: Request) -> dict[str, Any]:
+    """A fresh transcript for the session (pending messages are still answered, once)."""
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.Reset(
+            sessions_pb2.ResetSessionRequest(session_key=checked_session_key(key)), timeout=5.0
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise agent_error(exc, "Sessions.Reset", OURS_FOUND) from exc
+    return {"session_key": reply.session_key, "messages_removed": reply.messages_removed}
+
+
+@router.delete("/{key}")
+async def delete_session(key: str, request: Request) -> dict[str, Any]:
+    """Abort the session's run and delete its transcript and settings."""
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.Delete(
+            sessions_pb2.DeleteSessionRequest(
+                session_key=checked_session_key(key), requested_by="api"
+            ),
+            timeout=5.0,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise agent_error(exc, "Sessions.Delete", OURS_FOUND) from exc
+    return {
+        "session_key": reply.session_key,
+        "deleted": True,
+        "messages_removed": reply.messages_removed,
+    }
+
+
+@router.post("/{key}/abort")
+async def abort_session(key: str, request: Request) -> dict[str, Any]:
+    """Interrupt the session's run in progress (``aborted``: false when none was running)."""
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.Abort(
+            sessions_pb2.AbortSessionRequest(
+                session_key=checked_session_key(key), requested_by="api"
+            ),
+            timeout=5.0,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise agent_error(exc, "Sessions.Abort", OURS) from exc
+    return {"session_key": reply.session_key, "aborted": reply.aborted}
 
 
 @router.get("/{key}/history")

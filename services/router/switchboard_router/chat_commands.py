@@ -12,7 +12,10 @@ once per command message (``Nats-Msg-Id`` from the message id).
 
 A command is the first word of the text, ``/approve`` or ``/deny`` (any case; Telegram's
 ``/approve@BotName`` form too), after any leading ``@mentions``. Only chat channels: the
-first-party channels (API, WebChat...) decide through the approvals API."""
+first-party channels (API, WebChat...) decide through the approvals API.
+
+The session commands ``/new``, ``/reset``, ``/stop``, ``/status`` and ``/model`` are answered the
+same way (:mod:`session_commands`: the agent carries them out)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from switchboard.v1 import approvals_pb2, messages_pb2
 from .config import RouterSettings
 from .routing import RouteError, resolve
 from .security import AUTHENTICATED_CHANNELS
+from .session_commands import SessionCommands
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.router")
@@ -114,12 +118,15 @@ class ChatCommands:
         self.rt = rt
         self.settings = settings
         self.timeout_s = timeout_s
+        self.sessions = SessionCommands(rt, settings, self._reply, timeout_s)
 
     async def handle(self, inbound: messages_pb2.InboundMessage) -> bool:
         """Answer ``inbound`` if it is a command (True), else leave it to the lane (False).
         ``inbound`` has been admitted by security."""
         if inbound.channel in AUTHENTICATED_CHANNELS:
             return False
+        if await self.sessions.handle(inbound):
+            return True
         parsed = parse(inbound.text)
         if parsed is None:
             return False

@@ -41,7 +41,7 @@ class Router:
             if settings.debounce_ms
             else None
         )
-        self.commands = ChatCommands(rt, settings)  # /approve, /deny: answered, not queued
+        self.commands = ChatCommands(rt, settings)  # /approve, /stop...: answered, not queued
         self.turns = SessionTurns()  # a session's appends in order, across a bus outage
 
     async def handle(self, msg: Msg, inbound: messages_pb2.InboundMessage) -> None:

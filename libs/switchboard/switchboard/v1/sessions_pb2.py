@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dswitchboard/v1/sessions.proto\x12\x0eswitchboard.v1\"3\n\x13ListSessionsRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"_\n\x0bSessionInfo\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x15\n\rupdated_at_ms\x18\x03 \x01(\x03\x12\x15\n\rmessage_count\x18\x04 \x01(\x03\"E\n\x14ListSessionsResponse\x12-\n\x08sessions\x18\x01 \x03(\x0b\x32\x1b.switchboard.v1.SessionInfo\"4\n\x0eHistoryRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"^\n\x11TranscriptMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\"[\n\x0fHistoryResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x33\n\x08messages\x18\x02 \x03(\x0b\x32!.switchboard.v1.TranscriptMessage\"X\n\x13PatchSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\"Y\n\x14PatchSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t2\xfd\x01\n\x08Sessions\x12Q\n\x04List\x12#.switchboard.v1.ListSessionsRequest\x1a$.switchboard.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.switchboard.v1.HistoryRequest\x1a\x1f.switchboard.v1.HistoryResponse\x12R\n\x05Patch\x12#.switchboard.v1.PatchSessionRequest\x1a$.switchboard.v1.PatchSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dswitchboard/v1/sessions.proto\x12\x0eswitchboard.v1\"3\n\x13ListSessionsRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"_\n\x0bSessionInfo\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x15\n\rupdated_at_ms\x18\x03 \x01(\x03\x12\x15\n\rmessage_count\x18\x04 \x01(\x03\"E\n\x14ListSessionsResponse\x12-\n\x08sessions\x18\x01 \x03(\x0b\x32\x1b.switchboard.v1.SessionInfo\"4\n\x0eHistoryRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"^\n\x11TranscriptMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\"[\n\x0fHistoryResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x33\n\x08messages\x18\x02 \x03(\x0b\x32!.switchboard.v1.TranscriptMessage\"g\n\x13PatchSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\"h\n\x14PatchSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\"*\n\x13ResetSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\"E\n\x14ResetSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x18\n\x10messages_removed\x18\x02 \x01(\x03\"A\n\x14\x44\x65leteSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x14\n\x0crequested_by\x18\x02 \x01(\t\"F\n\x15\x44\x65leteSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x18\n\x10messages_removed\x18\x02 \x01(\x03\"@\n\x13\x41\x62ortSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x14\n\x0crequested_by\x18\x02 \x01(\t\"<\n\x14\x41\x62ortSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x62orted\x18\x02 \x01(\x08\"T\n\x0eSessionCommand\x12\x0f\n\x07\x63ommand\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x13\n\x0bsession_key\x18\x04 \x01(\t\"5\n\x14SessionCommandResult\x12\x0f\n\x07outcome\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t2\xfc\x03\n\x08Sessions\x12Q\n\x04List\x12#.switchboard.v1.ListSessionsRequest\x1a$.switchboard.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.switchboard.v1.HistoryRequest\x1a\x1f.switchboard.v1.HistoryResponse\x12R\n\x05Patch\x12#.switchboard.v1.PatchSessionRequest\x1a$.switchboard.v1.PatchSessionResponse\x12R\n\x05Reset\x12#.switchboard.v1.ResetSessionRequest\x1a$.switchboard.v1.ResetSessionResponse\x12U\n\x06\x44\x65lete\x12$.switchboard.v1.DeleteSessionRequest\x1a%.switchboard.v1.DeleteSessionResponse\x12R\n\x05\x41\x62ort\x12#.switchboard.v1.AbortSessionRequest\x1a$.switchboard.v1.AbortSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,9 +44,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HISTORYRESPONSE']._serialized_start=420
   _globals['_HISTORYRESPONSE']._serialized_end=511
   _globals['_PATCHSESSIONREQUEST']._serialized_start=513
-  _globals['_PATCHSESSIONREQUEST']._serialized_end=601
-  _globals['_PATCHSESSIONRESPONSE']._serialized_start=603
-  _globals['_PATCHSESSIONRESPONSE']._serialized_end=692
-  _globals['_SESSIONS']._serialized_start=695
-  _globals['_SESSIONS']._serialized_end=948
+  _globals['_PATCHSESSIONREQUEST']._serialized_end=616
+  _globals['_PATCHSESSIONRESPONSE']._serialized_start=618
+  _globals['_PATCHSESSIONRESPONSE']._serialized_end=722
+  _globals['_RESETSESSIONREQUEST']._serialized_start=724
+  _globals['_RESETSESSIONREQUEST']._serialized_end=766
+  _globals['_RESETSESSIONRESPONSE']._serialized_start=768
+  _globals['_RESETSESSIONRESPONSE']._serialized_end=837
+  _globals['_DELETESESSIONREQUEST']._serialized_start=839
+  _globals['_DELETESESSIONREQUEST']._serialized_end=904
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=906
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=976
+  _globals['_ABORTSESSIONREQUEST']._serialized_start=978
+  _globals['_ABORTSESSIONREQUEST']._serialized_end=1042
+  _globals['_ABORTSESSIONRESPONSE']._serialized_start=1044
+  _globals['_ABORTSESSIONRESPONSE']._serialized_end=1104
+  _globals['_SESSIONCOMMAND']._serialized_start=1106
+  _globals['_SESSIONCOMMAND']._serialized_end=1190
+  _globals['_SESSIONCOMMANDRESULT']._serialized_start=1192
+  _globals['_SESSIONCOMMANDRESULT']._serialized_end=1245
+  _globals['_SESSIONS']._serialized_start=1248
+  _globals['_SESSIONS']._serialized_end=1756
 # @@protoc_insertion_point(module_scope)

@@ -61,21 +61,91 @@ class HistoryResponse(_message.Message):
     def __init__(self, session_key: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[TranscriptMessage, _Mapping]]] = ...) -> None: ...
 
 class PatchSessionRequest(_message.Message):
-    __slots__ = ("session_key", "queue_mode", "tool_policy_json")
+    __slots__ = ("session_key", "queue_mode", "tool_policy_json", "model")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
     TOOL_POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     queue_mode: str
     tool_policy_json: str
-    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ...) -> None: ...
+    model: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class PatchSessionResponse(_message.Message):
-    __slots__ = ("session_key", "queue_mode", "tool_policy_json")
+    __slots__ = ("session_key", "queue_mode", "tool_policy_json", "model")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
     TOOL_POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     queue_mode: str
     tool_policy_json: str
-    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ...) -> None: ...
+    model: str
+    def __init__(self, session_key: _Optional[str] = ..., queue_mode: _Optional[str] = ..., tool_policy_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ResetSessionRequest(_message.Message):
+    __slots__ = ("session_key",)
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    def __init__(self, session_key: _Optional[str] = ...) -> None: ...
+
+class ResetSessionResponse(_message.Message):
+    __slots__ = ("session_key", "messages_removed")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    messages_removed: int
+    def __init__(self, session_key: _Optional[str] = ..., messages_removed: _Optional[int] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("session_key", "requested_by")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    requested_by: str
+    def __init__(self, session_key: _Optional[str] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ("session_key", "messages_removed")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    messages_removed: int
+    def __init__(self, session_key: _Optional[str] = ..., messages_removed: _Optional[int] = ...) -> None: ...
+
+class AbortSessionRequest(_message.Message):
+    __slots__ = ("session_key", "requested_by")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    requested_by: str
+    def __init__(self, session_key: _Optional[str] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class AbortSessionResponse(_message.Message):
+    __slots__ = ("session_key", "aborted")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    aborted: bool
+    def __init__(self, session_key: _Optional[str] = ..., aborted: _Optional[bool] = ...) -> None: ...
+
+class SessionCommand(_message.Message):
+    __slots__ = ("command", "args", "sender", "session_key")
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    command: str
+    args: str
+    sender: str
+    session_key: str
+    def __init__(self, command: _Optional[str] = ..., args: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ...) -> None: ...
+
+class SessionCommandResult(_message.Message):
+    __slots__ = ("outcome", "text")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    text: str
+    def __init__(self, outcome: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...

@@ -49,6 +49,21 @@ class SessionsStub:
                 request_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
                 response_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
                 _registered_method=True)
+        self.Reset = channel.unary_unary(
+                '/switchboard.v1.Sessions/Reset',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.ResetSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.ResetSessionResponse.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/switchboard.v1.Sessions/Delete',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.DeleteSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.DeleteSessionResponse.FromString,
+                _registered_method=True)
+        self.Abort = channel.unary_unary(
+                '/switchboard.v1.Sessions/Abort',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -72,6 +87,27 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reset(self, request, context):
+        """A fresh transcript; the lane cursor stays (nothing pending is lost or answered twice).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Abort the run, drop the transcript and the session's settings (the cursor stays).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Abort(self, request, context):
+        """Interrupt the session's run in progress, on whichever replica runs it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +125,21 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Patch,
                     request_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.FromString,
                     response_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.SerializeToString,
+            ),
+            'Reset': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reset,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.ResetSessionRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.ResetSessionResponse.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.DeleteSessionRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'Abort': grpc.unary_unary_rpc_method_handler(
+                    servicer.Abort,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +223,87 @@ class Sessions:
             '/switchboard.v1.Sessions/Patch',
             switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
             switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Reset',
+            switchboard_dot_v1_dot_sessions__pb2.ResetSessionRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.ResetSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Delete',
+            switchboard_dot_v1_dot_sessions__pb2.DeleteSessionRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Abort(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Abort',
+            switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

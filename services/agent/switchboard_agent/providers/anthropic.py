@@ -20,6 +20,9 @@ from .errors import ModelError, ModelUnavailableError, error_for_status, safe_de
 __all__ = ["AnthropicModel", "AnthropicStreamAccumulator"]
 
 _LABEL = "The Anthropic API"
+# Prompt caching: a breakpoint on the stable system block and on the tools (Anthropic caches
+# the prefix up to a breakpoint for 5 minutes; prefixes under its minimum are not cached).
+CACHE_CONTROL = {"type": "ephemeral"}
 _KEY_ENV = "ANTHROPIC_API_KEY"
 
 # In-stream `event: error` arrives with HTTP 200; recover a status from the error type.
@@ -170,6 +173,20 @@ def _to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
+def _system(text: str, stable_chars: int) -> str | list[dict[str, Any]]:
+    """The ``system`` parameter: with a stable prefix, two text blocks, the first one marked
+    for prompt caching (what changes every run, like the clock, comes after the mark)."""
+    if stable_chars <= 0:
+        return text
+    stable, rest = text[:stable_chars].rstrip(), text[stable_chars:].strip()
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": stable, "cache_control": dict(CACHE_CONTROL)}
+    ]
+    if rest:
+        blocks.append({"type": "text", "text": rest})
+    return blocks
+
+
 class AnthropicModel:
     """A Model backed by the Anthropic Messages API."""
 
@@ -205,12 +222,14 @@ class AnthropicModel:
             "messages": _to_anthropic_messages(request.messages),
         }
         if request.system:
-            params["system"] = request.system
+            params["system"] = _system(request.system, request.cache_prefix_chars)
         if request.tools:
             params["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
+            if request.cache_prefix_chars > 0:  # the tools come first in the cached prefix
+                params["tools"][-1]["cache_control"] = dict(CACHE_CONTROL)
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:

@@ -41,6 +41,9 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int = 4096
+    # system[:cache_prefix_chars] stays the same from run to run (identity, workspace files):
+    # a provider may cache it (Anthropic's cache_control); 0: nothing is marked.
+    cache_prefix_chars: int = 0
 
 
 @dataclass

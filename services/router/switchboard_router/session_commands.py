@@ -1,0 +1,112 @@
+"""Session commands typed in a chat, answered without the lane and without the model:
+``/new``, ``/reset`` (a fresh transcript), ``/stop`` (interrupt the run in progress),
+``/status`` and ``/model [provider:model]``.
+
+The agent holds everything they read or change (transcripts, runs, the session's model), so
+the router only recognises them (first word of the text, any case, Telegram's
+``/cmd@BotName`` form too, after any leading ``@mentions``), resolves the session the
+sender's messages in this chat route to, and sends a ``SessionCommand`` request on
+``sb.sessions.command``; an agent replica checks who may use it, carries it out and answers
+with the text, which goes back to the chat as an OUTBOUND part (see :mod:`chat_commands`)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+
+import nats.errors
+from opentelemetry import trace
+from prometheus_client import Counter
+
+from switchboard import bus
+from switchboard.errors import InvalidPayload
+from switchboard.runtime import ServiceRuntime
+from switchboard.v1 import messages_pb2, sessions_pb2
+
+from .config import RouterSettings
+from .routing import RouteError, resolve
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("switchboard.router")
+
+SESSION_COMMANDS = Counter(
+    "sb_router_session_commands_total",
+    "Session commands (/new, /reset, /stop, /status, /model) passed to the agents, by outcome",
+    ["channel", "command", "outcome"],
+)
+MAX_ARGS = 200
+_COMMAND = re.compile(
+    r"\s*(?:@\S+\s+)*/(new|reset|stop|status|model)(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?",
+    re.IGNORECASE | re.DOTALL,
+)
+UNAVAILABLE = "That cannot be done right now (no agent answered); try again shortly."
+UNROUTABLE = "Session commands cannot be used from this chat."
+
+Reply = Callable[[messages_pb2.InboundMessage, str], Awaitable[None]]
+
+
+def parse(text: str) -> tuple[str, str] | None:
+    """``(command, args)`` of a session command in ``text``, None for anything else."""
+    found = _COMMAND.fullmatch(text)
+    if found is None:
+        return None
+    return found.group(1).lower(), (found.group(2) or "").strip()[:MAX_ARGS]
+
+
+class SessionCommands:
+    def __init__(
+        self, rt: ServiceRuntime, settings: RouterSettings, reply: Reply, timeout_s: float
+    ) -> None:
+        self.rt = rt
+        self.settings = settings
+        self.reply = reply
+        self.timeout_s = timeout_s
+
+    async def handle(self, inbound: messages_pb2.InboundMessage) -> bool:
+        """Answer ``inbound`` if it is a session command (True), else False."""
+        parsed = parse(inbound.text)
+        if parsed is None:
+            return False
+        command, args = parsed
+        with tracer.start_as_current_span("router.command") as span:
+            span.set_attribute("sb.command", command)
+            text, outcome = await self._ask(inbound, command, args)
+            span.set_attribute("sb.command.outcome", outcome)
+            SESSION_COMMANDS.labels(inbound.channel, command, outcome).inc()
+            log.info(
+                "session command %s: %s",
+                command,
+                outcome,
+                extra={"channel": inbound.channel, "outcome": outcome},
+            )
+            await self.reply(inbound, text)
+        return True
+
+    async def _ask(
+        self, inbound: messages_pb2.InboundMessage, command: str, args: str
+    ) -> tuple[str, str]:
+        sender = inbound.sender or inbound.chat.id
+        try:
+            route = resolve(inbound, self.settings.agent_for)
+        except RouteError:
+            route = None
+        if not sender or route is None:
+            return UNROUTABLE, "unroutable"
+        request = sessions_pb2.SessionCommand(
+            command=command,
+            args=args,
+            sender=f"{inbound.channel}:{sender}",
+            session_key=route.session_key,
+        )
+        try:
+            answer = await self.rt.nc.request(
+                self.rt.subjects.sessions_command(),
+                request.SerializeToString(),
+                timeout=self.timeout_s,
+            )
+            result = bus.decode(sessions_pb2.SessionCommandResult, answer.data)
+        except (nats.errors.Error, TimeoutError, InvalidPayload) as exc:
+            log.warning("no answer to a session command (%s)", type(exc).__name__)
+            return UNAVAILABLE, "unavailable"
+        return result.text or UNAVAILABLE, result.outcome or "error"
