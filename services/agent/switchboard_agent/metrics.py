@@ -23,3 +23,18 @@ APPROVAL_NOTICES = Counter(
     "sb_agent_approval_notices_total", "Notices of calls waiting for approval", ["outcome"]
 )
 ABORTS = Counter("sb_agent_aborted_runs_total", "Runs aborted on request (WebChat's abort)")
+# Model failover (failover.py) and budgets (budget.py).
+FAILOVERS = Counter(
+    "sb_agent_failovers_total",
+    "Model calls moved to another model or profile",
+    ["from", "to", "reason"],
+)
+LLM_COST = Counter(
+    "sb_llm_cost_usd_total", "Model cost in US dollars (SB_PRICES)", ["model", "agent"]
+)
+LLM_UNPRICED = Counter(
+    "sb_llm_unpriced_calls_total", "Model calls without an SB_PRICES entry", ["model"]
+)
+BUDGET_STOPS = Counter(
+    "sb_agent_budget_stops_total", "Runs stopped by an SB_BUDGET limit", ["limit", "agent"]
+)

@@ -23,7 +23,9 @@ from switchboard.v1 import messages_pb2
 from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
+from .budget import Accounting
 from .events import RunEvents
+from .failover import ModelRouter
 from .heartbeat import is_heartbeat, silent_heartbeat
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
@@ -71,6 +73,7 @@ class Runner:
         local: LocalTools | None = None,
         memory: AgentMemory | None = None,
         media: AgentMedia | None = None,
+        accounting: Accounting | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -86,6 +89,7 @@ class Runner:
         self.local = local or LocalTools()  # tools the agent runs itself (message, memory_*)
         self.memory = memory
         self.media = media
+        self.accounting = accounting  # usage per call and SB_BUDGET limits (budget.py)
 
     async def run(
         self,
@@ -261,7 +265,13 @@ class Runner:
                 system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs())
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
-        record.model = f"{self.model.provider}:{self.model.model}"
+        # The agent's chain of models (failover.py): provider/model name the one that answered.
+        model = (
+            self.model.bind(item.agent, events)
+            if isinstance(self.model, ModelRouter)
+            else self.model
+        )
+        record.model = f"{model.provider}:{model.model}"
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
@@ -277,6 +287,12 @@ class Runner:
                     await self._stream_text(note, events, reply)
                     record.messages.append(text_message("assistant", note))
                     break
+                if self.accounting and (stop := await self.accounting.check(record)):
+                    record.stop_reason = "budget"
+                    await events.emit("lifecycle", "budget", data={"limit": stop.limit})
+                    await self._stream_text(("\n\n" if reply else "") + stop.message, events, reply)
+                    record.messages.append(text_message("assistant", stop.message))
+                    break
                 record.iterations += 1
                 if record.iterations > 1:
                     steered = await control.take_new()
@@ -290,7 +306,10 @@ class Runner:
                     tools=specs,
                     max_tokens=self.max_tokens,
                 )
-                response = await self._call_model(request, events, reply)
+                response = await self._call_model(request, events, reply, model)
+                record.model = f"{model.provider}:{model.model}"
+                if self.accounting is not None:
+                    await self.accounting.add(record, record.model, response.usage)
                 record.input_tokens += response.usage.input_tokens
                 record.output_tokens += response.usage.output_tokens
                 record.messages.append({"role": "assistant", "content": response.content})
@@ -320,10 +339,8 @@ class Runner:
         return user_turn(items, attachments)
 
     async def _call_model(
-        self, request: ModelRequest, events: RunEvents, reply: list[str]
+        self, request: ModelRequest, events: RunEvents, reply: list[str], model: Model
     ) -> ModelResponse:
-        assert self.model is not None
-        model = self.model
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
             span.set_attribute("gen_ai.system", model.provider)

@@ -17,9 +17,11 @@ from .agent_memory import AgentMemory
 from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
+from .budget import Accounting
 from .chat_approvals import ChatDecisions
 from .config import AgentSettings
 from .cron_tool import CronTool
+from .failover_config import choose_router
 from .image_tool import ImageTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
@@ -28,12 +30,12 @@ from .memory_client import MemoryClient
 from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
-from .providers.select import choose_model
 from .runner import Runner
 from .sessions_api import SessionsService
 from .store import SessionStore
 from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
+from .usage import UsageStore
 
 log = logging.getLogger(__name__)
 LANE_ACK_WAIT_S = 15.0
@@ -80,7 +82,7 @@ def _media(settings: AgentSettings, rt: ServiceRuntime) -> AgentMedia | None:
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         # The provider's SDK loads (a third of a second) while the database connects.
-        choosing = asyncio.create_task(asyncio.to_thread(choose_model, settings))
+        choosing = asyncio.create_task(asyncio.to_thread(choose_router, settings, settings))
         pool = await rt.database(SCHEMA, MIGRATIONS)
         store = SessionStore(pool)
         rules = settings.tool_rules()
@@ -132,6 +134,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             local,
             memory,
             media,
+            Accounting(UsageStore(pool), settings.budget, settings.prices),
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dswitchboard/v1/sessions.proto\x12\x0eswitchboard.v1\"3\n\x13ListSessionsRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"_\n\x0bSessionInfo\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x15\n\rupdated_at_ms\x18\x03 \x01(\x03\x12\x15\n\rmessage_count\x18\x04 \x01(\x03\"E\n\x14ListSessionsResponse\x12-\n\x08sessions\x18\x01 \x03(\x0b\x32\x1b.switchboard.v1.SessionInfo\"4\n\x0eHistoryRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"^\n\x11TranscriptMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\"[\n\x0fHistoryResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x33\n\x08messages\x18\x02 \x03(\x0b\x32!.switchboard.v1.TranscriptMessage\"X\n\x13PatchSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\"Y\n\x14PatchSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t2\xfd\x01\n\x08Sessions\x12Q\n\x04List\x12#.switchboard.v1.ListSessionsRequest\x1a$.switchboard.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.switchboard.v1.HistoryRequest\x1a\x1f.switchboard.v1.HistoryResponse\x12R\n\x05Patch\x12#.switchboard.v1.PatchSessionRequest\x1a$.switchboard.v1.PatchSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dswitchboard/v1/sessions.proto\x12\x0eswitchboard.v1\"3\n\x13ListSessionsRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"\x8b\x01\n\x0bSessionInfo\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x15\n\rupdated_at_ms\x18\x03 \x01(\x03\x12\x15\n\rmessage_count\x18\x04 \x01(\x03\x12*\n\x05usage\x18\x05 \x01(\x0b\x32\x1b.switchboard.v1.UsageTotals\"E\n\x14ListSessionsResponse\x12-\n\x08sessions\x18\x01 \x03(\x0b\x32\x1b.switchboard.v1.SessionInfo\"4\n\x0eHistoryRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"^\n\x11TranscriptMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\"[\n\x0fHistoryResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x33\n\x08messages\x18\x02 \x03(\x0b\x32!.switchboard.v1.TranscriptMessage\"X\n\x13PatchSessionRequest\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\"Y\n\x14PatchSessionResponse\x12\x13\n\x0bsession_key\x18\x01 \x01(\t\x12\x12\n\nqueue_mode\x18\x02 \x01(\t\x12\x18\n\x10tool_policy_json\x18\x03 \x01(\t\"[\n\x0bUsageTotals\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x03 \x01(\x01\x12\r\n\x05\x63\x61lls\x18\x04 \x01(\x03\"O\n\x0cUsageRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0b\n\x03\x64\x61y\x18\x02 \x01(\t\x12\x13\n\x0bsession_key\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"b\n\x08UsageRow\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0b\n\x03\x64\x61y\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12+\n\x06totals\x18\x04 \x01(\x0b\x32\x1b.switchboard.v1.UsageTotals\"c\n\rUsageResponse\x12*\n\x05total\x18\x01 \x01(\x0b\x32\x1b.switchboard.v1.UsageTotals\x12&\n\x04rows\x18\x02 \x03(\x0b\x32\x18.switchboard.v1.UsageRow2\xc3\x02\n\x08Sessions\x12Q\n\x04List\x12#.switchboard.v1.ListSessionsRequest\x1a$.switchboard.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.switchboard.v1.HistoryRequest\x1a\x1f.switchboard.v1.HistoryResponse\x12R\n\x05Patch\x12#.switchboard.v1.PatchSessionRequest\x1a$.switchboard.v1.PatchSessionResponse\x12\x44\n\x05Usage\x12\x1c.switchboard.v1.UsageRequest\x1a\x1d.switchboard.v1.UsageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,20 +33,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LISTSESSIONSREQUEST']._serialized_start=49
   _globals['_LISTSESSIONSREQUEST']._serialized_end=100
-  _globals['_SESSIONINFO']._serialized_start=102
-  _globals['_SESSIONINFO']._serialized_end=197
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=199
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=268
-  _globals['_HISTORYREQUEST']._serialized_start=270
-  _globals['_HISTORYREQUEST']._serialized_end=322
-  _globals['_TRANSCRIPTMESSAGE']._serialized_start=324
-  _globals['_TRANSCRIPTMESSAGE']._serialized_end=418
-  _globals['_HISTORYRESPONSE']._serialized_start=420
-  _globals['_HISTORYRESPONSE']._serialized_end=511
-  _globals['_PATCHSESSIONREQUEST']._serialized_start=513
-  _globals['_PATCHSESSIONREQUEST']._serialized_end=601
-  _globals['_PATCHSESSIONRESPONSE']._serialized_start=603
-  _globals['_PATCHSESSIONRESPONSE']._serialized_end=692
-  _globals['_SESSIONS']._serialized_start=695
-  _globals['_SESSIONS']._serialized_end=948
+  _globals['_SESSIONINFO']._serialized_start=103
+  _globals['_SESSIONINFO']._serialized_end=242
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=244
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=313
+  _globals['_HISTORYREQUEST']._serialized_start=315
+  _globals['_HISTORYREQUEST']._serialized_end=367
+  _globals['_TRANSCRIPTMESSAGE']._serialized_start=369
+  _globals['_TRANSCRIPTMESSAGE']._serialized_end=463
+  _globals['_HISTORYRESPONSE']._serialized_start=465
+  _globals['_HISTORYRESPONSE']._serialized_end=556
+  _globals['_PATCHSESSIONREQUEST']._serialized_start=558
+  _globals['_PATCHSESSIONREQUEST']._serialized_end=646
+  _globals['_PATCHSESSIONRESPONSE']._serialized_start=648
+  _globals['_PATCHSESSIONRESPONSE']._serialized_end=737
+  _globals['_USAGETOTALS']._serialized_start=739
+  _globals['_USAGETOTALS']._serialized_end=830
+  _globals['_USAGEREQUEST']._serialized_start=832
+  _globals['_USAGEREQUEST']._serialized_end=911
+  _globals['_USAGEROW']._serialized_start=913
+  _globals['_USAGEROW']._serialized_end=1011
+  _globals['_USAGERESPONSE']._serialized_start=1013
+  _globals['_USAGERESPONSE']._serialized_end=1112
+  _globals['_SESSIONS']._serialized_start=1115
+  _globals['_SESSIONS']._serialized_end=1438
 # @@protoc_insertion_point(module_scope)

@@ -49,6 +49,11 @@ class SessionsStub:
                 request_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
                 response_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
                 _registered_method=True)
+        self.Usage = channel.unary_unary(
+                '/switchboard.v1.Sessions/Usage',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -72,6 +77,13 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Usage(self, request, context):
+        """Token and cost usage (agent.usage), filtered by agent, UTC day, session and run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +101,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Patch,
                     request_deserializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.FromString,
                     response_serializer=switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.SerializeToString,
+            ),
+            'Usage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Usage,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +189,33 @@ class Sessions:
             '/switchboard.v1.Sessions/Patch',
             switchboard_dot_v1_dot_sessions__pb2.PatchSessionRequest.SerializeToString,
             switchboard_dot_v1_dot_sessions__pb2.PatchSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Usage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Usage',
+            switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
             options,
             channel_credentials,
             insecure,
