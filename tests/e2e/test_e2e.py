@@ -182,6 +182,7 @@ AUTHENTICATED = [
     ("PATCH", "/api/cron/{name}"),
     ("DELETE", "/api/cron/{name}"),
     ("POST", "/api/cron/{name}/run"),
+    ("GET", "/api/usage"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {

@@ -36,6 +36,7 @@ from . import (
     pairing_api,
     sessions_api,
     status_page,
+    usage_api,
     webchat,  # webchat: GET /webchat and WS /webchat/ws
 )
 from .auth import TokenAuth
@@ -172,6 +173,7 @@ def create_app(
     app.include_router(pairing_api.router)
     app.include_router(memory_api.router)
     app.include_router(cron_api.router)
+    app.include_router(usage_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     if channels:
         app.include_router(channel_routes.router)
