@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.helpers import EventTap, client, history, metric
+from tests.e2e.helpers import EventTap, client, history, metric, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support.otlp import OtlpReceiver
 from tests.support.stack import Stack, start_stack, stop_stack
@@ -225,6 +225,11 @@ def test_an_agent_over_its_daily_cost_is_refused_in_every_session(
     another session, is refused; the cost shows in /api/usage and the metric."""
     first = f"sp-{uuid.uuid4().hex[:8]}"
     ask(stack, "spender", first, f"big {first}")
+    with client(stack.url, stack.token) as c:  # usage rows are written off the critical path
+        wait_for(
+            lambda: c.get("/api/usage", params={"agent": "spender"}).json()["total"]["calls"],
+            what="the spender's usage row",
+        )
     other = f"sp-{uuid.uuid4().hex[:8]}"
     end, _ = ask(stack, "spender", other, f"hi {other}")
     assert calls_of(llm, f"hi {other}") == []

@@ -18,6 +18,7 @@ limit, the usage, and how to raise it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from switchboard.settings import Settings
 
-from .metrics import BUDGET_STOPS, LLM_COST, LLM_UNPRICED
+from .metrics import BUDGET_STOPS, LLM_COST, LLM_UNPRICED, USAGE_WRITE_ERRORS
 from .providers.base import Usage
 from .store import RunRecord
 from .usage import Price, UsageStore, cost_usd, price_for
@@ -101,7 +102,12 @@ _RAISE = "To go on, an operator can raise {limit} in SB_BUDGET and restart the a
 
 
 class Accounting:
-    """Records each call's usage and cost; refuses the next call once a limit is reached."""
+    """Records each call's usage and cost; refuses the next call once a limit is reached.
+
+    A call's usage row is written in the background (off the turn's critical path: the next
+    model call or the commit does not wait for it); a budget check first waits for the
+    session's pending writes, so a session's own usage is always counted, while another
+    session of the same agent may see it a few milliseconds late."""
 
     def __init__(
         self, usage: UsageStore, budget: Budget | None, prices: Mapping[str, Price]
@@ -109,6 +115,7 @@ class Accounting:
         self.usage = usage
         self.budget = budget
         self.prices = prices
+        self._pending: dict[str, asyncio.Task[None]] = {}  # per session: its last write
 
     async def check(self, record: RunRecord) -> BudgetStop | None:
         """The limit that stops the run's next model call, or None."""
@@ -117,6 +124,7 @@ class Accounting:
         limits = self.budget.for_agent(record.agent)
         stop = self._run_stop(limits, record)
         if stop is None and limits.needs_database:
+            await self.settled(record.session_key)
             stop = await self._stored_stop(limits, record)
         if stop is not None:
             BUDGET_STOPS.labels(stop.limit, record.agent).inc()
@@ -172,4 +180,36 @@ class Accounting:
             LLM_UNPRICED.labels(model).inc()
         else:
             LLM_COST.labels(model, record.agent).inc(cost)
+        key = record.session_key
+        before = self._pending.get(key)
+        task = asyncio.create_task(self._write(before, record, model, usage, cost))
+        self._pending[key] = task
+        task.add_done_callback(lambda t: self._done(key, t))
+
+    async def settled(self, session_key: str) -> None:
+        """Wait for the session's usage writes (a failed one was logged and counted)."""
+        task = self._pending.get(session_key)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def _write(
+        self,
+        before: asyncio.Task[None] | None,
+        record: RunRecord,
+        model: str,
+        usage: Usage,
+        cost: float,
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # a session's rows in call order
         await self.usage.add(record.run_id, record.session_key, record.agent, model, usage, cost)
+
+    def _done(self, key: str, task: asyncio.Task[None]) -> None:
+        if self._pending.get(key) is task:
+            del self._pending[key]
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            USAGE_WRITE_ERRORS.inc()
+            log.error("could not record model usage", exc_info=exc, extra={"session": key})

@@ -38,3 +38,6 @@ LLM_UNPRICED = Counter(
 BUDGET_STOPS = Counter(
     "sb_agent_budget_stops_total", "Runs stopped by an SB_BUDGET limit", ["limit", "agent"]
 )
+USAGE_WRITE_ERRORS = Counter(
+    "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
+)
