@@ -36,7 +36,19 @@ NATS_AUTH_FILE = ROOT / natsauth.DEPLOY_CONFIG
 NATS_AUTH_MOUNT = "/etc/nats/auth.conf"
 ALL_INTERFACES = "0.0.0.0"
 # Model provider settings: optional keys of the Secret, for the service running the LLM loop only.
-MODEL_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "SB_MODEL")
+MODEL_KEYS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "SB_MODEL",
+    # failover and budgets (SB_AUTH_PROFILES holds API keys)
+    "SB_MODEL_FALLBACKS",
+    "SB_MODEL_TIERS",
+    "SB_AGENT_MODELS",
+    "SB_AUTH_PROFILES",
+    "SB_BUDGET",
+    "SB_PRICES",
+)
 MODEL_USERS = {"agent"}
 # The media service's transcription provider key (optional).
 TRANSCRIPTION_KEYS = ("SB_TRANSCRIPTION_API_KEY",)

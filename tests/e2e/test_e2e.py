@@ -183,6 +183,7 @@ AUTHENTICATED = [
     ("DELETE", "/api/cron/{name}"),
     ("POST", "/api/cron/{name}/run"),
     ("GET", "/api/media/{sha256}"),
+    ("GET", "/api/usage"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {

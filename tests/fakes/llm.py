@@ -506,6 +506,8 @@ _OPENAI_ERRORS = {  # status -> (type, code)
     404: ("invalid_request_error", "model_not_found"),
     429: ("requests", "rate_limit_exceeded"),
 }
+_OPENAI_ERRORS[500] = ("server_error", None)
+_OPENAI_ERRORS[503] = ("server_error", None)
 _DEFAULT_MESSAGES = {
     400: "Invalid request.",
     401: "Invalid API key.",
@@ -513,24 +515,71 @@ _DEFAULT_MESSAGES = {
     404: "Not found.",
     429: "Rate limit reached; please retry shortly.",
     500: "Internal server error.",
-    529: "Overloaded.",
+    503: "The server is overloaded or not ready yet.",
+    529: "Overloaded",
+}
+# What each provider answers (HTTP 400) when the request does not fit the context window.
+_OVERFLOW = {
+    "anthropic": ("prompt is too long: 208746 tokens > 200000 maximum", None),
+    "openai": (
+        "This model's maximum context length is 128000 tokens. However, your messages resulted "
+        "in 131072 tokens. Please reduce the length of the messages.",
+        "context_length_exceeded",
+    ),
 }
 
 
-def _error_response(provider: str, status: int, message: str | None) -> Response:
+def _error_body(provider: str, status: int, text: str, code: str | None = None) -> dict[str, Any]:
+    if provider == "anthropic":
+        etype = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+        return {"type": "error", "error": {"type": etype, "message": text}}
+    etype, default_code = _OPENAI_ERRORS.get(status, ("server_error", None))
+    param = "messages" if code == "context_length_exceeded" else None
+    return {"error": {"message": text, "type": etype, "param": param, "code": code or default_code}}
+
+
+def _in_stream_error(provider: str, status: int, text: str) -> list[str]:
+    """A 200 stream that fails at its start: Anthropic's ``event: error`` after
+    ``message_start``; the OpenAI SDK's error chunk, with the HTTP code in ``code`` as
+    OpenRouter sends it."""
+    if provider == "anthropic":
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": "msg_" + _hex(),
+                "type": "message",
+                "role": "assistant",
+                "model": "",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        }
+        return [
+            f"event: message_start\ndata: {_dumps(start)}\n\n",
+            f"event: error\ndata: {_dumps(_error_body(provider, status, text))}\n\n",
+        ]
+    return [f"data: {_dumps({'error': {'message': text, 'code': status}})}\n\n"]
+
+
+def _error_response(
+    provider: str,
+    status: int,
+    message: str | None,
+    *,
+    code: str | None = None,
+    retry_after: float | None = None,
+) -> Response:
     text = message or _DEFAULT_MESSAGES.get(status, f"HTTP {status}")
     headers = {"retry-after-ms": "1"} if status == 429 or status >= 500 else {}
+    if retry_after is not None:  # what the APIs send: whole seconds in retry-after
+        headers = {"retry-after": f"{retry_after:g}"}
+    body = _error_body(provider, status, text, code)
     if provider == "anthropic":
         request_id = "req_" + _hex()
         headers["request-id"] = request_id
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": _ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": text},
-            "request_id": request_id,
-        }
-    else:
-        etype, code = _OPENAI_ERRORS.get(status, ("server_error", None))
-        body = {"error": {"message": text, "type": etype, "param": None, "code": code}}
+        body["request_id"] = request_id
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -542,6 +591,18 @@ class _Failure:
     status: int
     message: str | None
     provider: str | None
+    model: str | None = None  # only calls of this model
+    key: str | None = None  # only calls with this API key
+    retry_after: float | None = None  # a retry-after header (seconds)
+    in_stream: bool = False  # HTTP 200 and the error inside the stream
+    code: str | None = None  # OpenAI's error code
+
+    def matches(self, provider: str, model: str, key: str) -> bool:
+        return (
+            self.provider in (None, provider)
+            and self.model in (None, model)
+            and self.key in (None, key)
+        )
 
 
 class FakeLLM:
@@ -611,11 +672,34 @@ class FakeLLM:
             self.errors.clear()
 
     def fail_next(
-        self, status: int, n: int = 1, *, message: str | None = None, provider: str | None = None
+        self,
+        status: int,
+        n: int = 1,
+        *,
+        message: str | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        key: str | None = None,
+        retry_after: float | None = None,
+        in_stream: bool = False,
     ) -> None:
-        """Answer the next ``n`` model calls (of ``provider``, or any) with HTTP ``status``."""
+        """Answer the next ``n`` model calls (of ``provider``, ``model`` and API ``key``, or
+        any) with HTTP ``status`` in the provider's error shape; ``retry_after`` sends that
+        header (seconds); ``in_stream`` answers a streaming call 200 and fails inside the
+        stream instead (Anthropic's ``event: error``, an OpenAI error chunk)."""
+        failure = _Failure(status, message, provider, model, key, retry_after, in_stream)
         with self._cond:
-            self._failures.extend(_Failure(status, message, provider) for _ in range(n))
+            self._failures.extend(failure for _ in range(n))
+
+    def overflow_next(
+        self, n: int = 1, *, provider: str | None = None, model: str | None = None
+    ) -> None:
+        """Answer the next ``n`` calls with the provider's own context-length error (400)."""
+        with self._cond:
+            for _ in range(n):
+                for name, (text, code) in _OVERFLOW.items():
+                    if provider in (None, name):
+                        self._failures.append(_Failure(400, text, name, model, code=code))
 
     def wait_for_calls(self, n: int, timeout: float = 5.0) -> list[RecordedCall]:
         """Block until at least ``n`` calls are recorded; raise TimeoutError otherwise."""
@@ -691,22 +775,21 @@ class FakeLLM:
             self._calls.append(call)
             self._cond.notify_all()
 
-    def _take_failure(self, provider: str) -> _Failure | None:
+    def _take_failure(self, provider: str, model: str, key: str) -> _Failure | None:
         with self._cond:
             for i, failure in enumerate(self._failures):
-                if failure.provider in (None, provider):
+                if failure.matches(provider, model, key):
                     return self._failures.pop(i)
         return None
 
     def _authorized(self, request: Request, provider: str) -> tuple[bool, str]:
-        if self.require_key is None:
-            return True, ""
+        """Whether the call may pass, and the API key it carries."""
         auth = request.headers.get("authorization", "")
         bearer = auth[7:] if auth.lower().startswith("bearer ") else ""
         given = bearer
         if provider == "anthropic":
             given = request.headers.get("x-api-key") or bearer
-        return given == self.require_key, given
+        return self.require_key is None or given == self.require_key, given
 
     async def _handle(self, request: Request, provider: str) -> Response:
         start = time.monotonic()
@@ -719,9 +802,14 @@ class FakeLLM:
             return _error_response(provider, 400, f"Invalid JSON body: {exc}")
         fake = _parse_anthropic(body) if provider == "anthropic" else _parse_openai(body)
 
-        def reject(status: int, message: str | None) -> Response:
+        def reject(
+            status: int,
+            message: str | None,
+            code: str | None = None,
+            retry_after: float | None = None,
+        ) -> Response:
             self._record(RecordedCall(provider, start, time.monotonic(), fake, Reply(), status))
-            return _error_response(provider, status, message)
+            return _error_response(provider, status, message, code=code, retry_after=retry_after)
 
         ok, given = self._authorized(request, provider)
         if not ok:
@@ -737,9 +825,18 @@ class FakeLLM:
             invalid = _anthropic_invalid(body) or image_problem(body)
             if invalid is not None:
                 return reject(400, invalid)
-        failure = self._take_failure(provider)
+        failure = self._take_failure(provider, fake.model, given)
+        if failure is not None and failure.in_stream and fake.stream:
+            self._record(
+                RecordedCall(provider, start, time.monotonic(), fake, Reply(), failure.status)
+            )
+            text = failure.message or _DEFAULT_MESSAGES.get(failure.status, "error")
+            return Response(
+                "".join(_in_stream_error(provider, failure.status, text)),
+                media_type="text/event-stream",
+            )
         if failure is not None:
-            return reject(failure.status, failure.message)
+            return reject(failure.status, failure.message, failure.code, failure.retry_after)
         try:
             reply = self.script(fake)
         except Exception as exc:  # a broken script: make it visible in the client error

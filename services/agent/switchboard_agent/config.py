@@ -12,6 +12,8 @@ from switchboard.queue_modes import QueueMode
 from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
 
 from .approval_rules import ApprovalRules
+from .budget import BudgetSettings
+from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
 from .toolgate import ToolRules
@@ -26,7 +28,9 @@ def check_timezone(zone: str) -> None:
         ) from None
 
 
-class AgentSettings(CommonSettings, DatabaseSettings, ModelSettings, RpcSettings):
+class AgentSettings(
+    CommonSettings, DatabaseSettings, ModelSettings, RpcSettings, FailoverSettings, BudgetSettings
+):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)
     max_iterations: int = Field(default=8, ge=1, le=100)

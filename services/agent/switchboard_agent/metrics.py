@@ -28,3 +28,21 @@ SESSION_COMMANDS = Counter(
     "Session commands from a chat (/new, /reset, /stop, /status, /model), by outcome",
     ["outcome"],
 )
+# Model failover (failover.py) and budgets (budget.py).
+FAILOVERS = Counter(
+    "sb_agent_failovers_total",
+    "Model calls moved to another model or profile",
+    ["from", "to", "reason"],
+)
+LLM_COST = Counter(
+    "sb_llm_cost_usd_total", "Model cost in US dollars (SB_PRICES)", ["model", "agent"]
+)
+LLM_UNPRICED = Counter(
+    "sb_llm_unpriced_calls_total", "Model calls without an SB_PRICES entry", ["model"]
+)
+BUDGET_STOPS = Counter(
+    "sb_agent_budget_stops_total", "Runs stopped by an SB_BUDGET limit", ["limit", "agent"]
+)
+USAGE_WRITE_ERRORS = Counter(
+    "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
+)

@@ -99,4 +99,28 @@ MIGRATIONS = [
         ALTER TABLE agent.messages ADD COLUMN epoch integer NOT NULL DEFAULT 0;
         """,
     ),
+    # Usage per model call (usage.py): budgets sum it per session and per agent and UTC day, so a
+    # call counts on every replica as soon as it returns. No foreign key: deleting a session does
+    # not give its agent's day budget back.
+    Migration(
+        5,
+        "usage per model call",
+        """
+        CREATE TABLE agent.usage (
+            id bigserial PRIMARY KEY,
+            run_id text NOT NULL,
+            session_key text NOT NULL,
+            agent text NOT NULL,
+            model text NOT NULL,
+            input_tokens bigint NOT NULL,
+            output_tokens bigint NOT NULL,
+            cost_usd double precision NOT NULL DEFAULT 0,
+            at timestamptz NOT NULL DEFAULT now(),
+            day date NOT NULL DEFAULT (now() AT TIME ZONE 'UTC')::date
+        );
+        CREATE INDEX usage_by_session ON agent.usage (session_key);
+        CREATE INDEX usage_by_agent_day ON agent.usage (agent, day);
+        CREATE INDEX usage_by_run ON agent.usage (run_id);
+        """,
+    ),
 ]

@@ -23,7 +23,9 @@ from switchboard.v1 import messages_pb2
 from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
+from .budget import Accounting
 from .events import RunEvents
+from .failover import ModelRouter
 from .heartbeat import is_heartbeat, silent_heartbeat
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
@@ -75,6 +77,7 @@ class Runner:
         media: AgentMedia | None = None,
         prompts: PromptBuilder | None = None,
         models: SessionModels | None = None,
+        accounting: Accounting | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -92,6 +95,7 @@ class Runner:
         self.media = media
         self.prompts = prompts or PromptBuilder(WorkspaceFiles(workspace_root, seed=False))
         self.models = models  # a session's own model (/model); None: always self.model
+        self.accounting = accounting  # usage per call and SB_BUDGET limits (budget.py)
 
     async def run(
         self,
@@ -276,6 +280,11 @@ class Runner:
                 system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs())
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
+        # The agent's chain of models (failover.py) unless the session picked its own (/model):
+        # provider/model name the one that answered.
+        if isinstance(model, ModelRouter):
+            model = model.bind(item.agent, events)
+        record.model = f"{model.provider}:{model.model}"
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
@@ -290,6 +299,12 @@ class Runner:
                     note = iteration_limit_note(self.max_iterations)
                     await self._stream_text(note, events, reply)
                     record.messages.append(text_message("assistant", note))
+                    break
+                if self.accounting and (stop := await self.accounting.check(record)):
+                    record.stop_reason = "budget"
+                    await events.emit("lifecycle", "budget", data={"limit": stop.limit})
+                    await self._stream_text(("\n\n" if reply else "") + stop.message, events, reply)
+                    record.messages.append(text_message("assistant", stop.message))
                     break
                 record.iterations += 1
                 if record.iterations > 1:
@@ -306,6 +321,9 @@ class Runner:
                     cache_prefix_chars=prompt.stable_chars,
                 )
                 response = await self._call_model(request, events, reply, model)
+                record.model = f"{model.provider}:{model.model}"
+                if self.accounting is not None:
+                    await self.accounting.add(record, record.model, response.usage)
                 record.input_tokens += response.usage.input_tokens
                 record.output_tokens += response.usage.output_tokens
                 record.messages.append({"role": "assistant", "content": response.content})
@@ -335,14 +353,8 @@ class Runner:
         return user_turn(items, attachments)
 
     async def _call_model(
-        self,
-        request: ModelRequest,
-        events: RunEvents,
-        reply: list[str],
-        model: Model | None = None,
+        self, request: ModelRequest, events: RunEvents, reply: list[str], model: Model
     ) -> ModelResponse:
-        model = model or self.model
-        assert model is not None
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
             span.set_attribute("gen_ai.system", model.provider)

@@ -17,9 +17,11 @@ from .agent_memory import AgentMemory
 from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
+from .budget import Accounting
 from .chat_approvals import ChatDecisions
 from .config import AgentSettings
 from .cron_tool import CronTool
+from .failover_config import choose_router
 from .image_tool import ImageTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
@@ -29,7 +31,6 @@ from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
 from .prompt import PromptBuilder
-from .providers.select import choose_model
 from .runner import Runner
 from .session_admin import SessionAdmin
 from .session_commands import SessionCommands
@@ -38,6 +39,7 @@ from .sessions_api import SessionsService
 from .store import SessionStore
 from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
+from .usage import UsageStore
 from .workspace_files import WorkspaceFiles
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ def _media(settings: AgentSettings, rt: ServiceRuntime) -> AgentMedia | None:
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
         # The provider's SDK loads (a third of a second) while the database connects.
-        choosing = asyncio.create_task(asyncio.to_thread(choose_model, settings))
+        choosing = asyncio.create_task(asyncio.to_thread(choose_router, settings, settings))
         pool = await rt.database(SCHEMA, MIGRATIONS)
         store = SessionStore(pool)
         rules = settings.tool_rules()
@@ -111,7 +113,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             settings.agent_grpc_port,
             rpc.Servicer(
                 sessions_pb2_grpc.add_SessionsServicer_to_server,
-                SessionsService(store, admin, models),
+                SessionsService(store, admin, models, UsageStore(pool)),
             ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,
@@ -152,6 +154,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
                 settings.agent_timezones,
             ),
             models,
+            Accounting(UsageStore(pool), settings.budget, settings.prices),
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

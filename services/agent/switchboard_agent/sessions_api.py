@@ -4,7 +4,7 @@ and Reset, Delete, Abort (what they mean for the lane: :mod:`session_admin`)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import grpc
@@ -18,6 +18,7 @@ from .policy import PolicyError, ToolPolicy
 from .session_admin import SessionAdmin
 from .session_models import ModelChoiceError, SessionModels
 from .store import SessionStore
+from .usage import Totals, UsageStore
 
 DEFAULT_MODE = "default"  # Patch: drop the session's override
 
@@ -36,16 +37,27 @@ async def _valid_key(key: str, context: grpc.aio.ServicerContext) -> str:
         raise  # abort() raises; this keeps the type checker informed
 
 
+def usage_totals(t: Totals) -> sessions_pb2.UsageTotals:
+    return sessions_pb2.UsageTotals(
+        input_tokens=t.input_tokens,
+        output_tokens=t.output_tokens,
+        cost_usd=t.cost_usd,
+        calls=t.calls,
+    )
+
+
 class SessionsService(sessions_pb2_grpc.SessionsServicer):
     def __init__(
         self,
         store: SessionStore,
         admin: SessionAdmin | None = None,
         models: SessionModels | None = None,
+        usage: UsageStore | None = None,
     ) -> None:
         self.store = store
         self.admin = admin
         self.models = models
+        self.usage = usage or UsageStore(store.pool)
 
     async def _admin(self, context: grpc.aio.ServicerContext) -> SessionAdmin:
         if self.admin is None:
@@ -78,6 +90,32 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         by = request.requested_by[:200] or "api"
         aborted = await (await self._admin(context)).abort(key, by)
         return sessions_pb2.AbortSessionResponse(session_key=key, aborted=aborted)
+
+    async def Usage(
+        self, request: sessions_pb2.UsageRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.UsageResponse:
+        day: date | None = None
+        if request.day:
+            try:
+                day = date.fromisoformat(request.day)
+            except ValueError:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "day must be a date like 2026-01-31 (UTC)"
+                )
+        key = await _valid_key(request.session_key, context) if request.session_key else ""
+        total, rows = await self.usage.report(request.agent, day, key, request.run_id)
+        return sessions_pb2.UsageResponse(
+            total=usage_totals(total),
+            rows=[
+                sessions_pb2.UsageRow(
+                    agent=r.agent,
+                    day=r.day.isoformat(),
+                    model=r.model,
+                    totals=usage_totals(r.totals),
+                )
+                for r in rows
+            ],
+        )
 
     async def History(
         self, request: sessions_pb2.HistoryRequest, context: grpc.aio.ServicerContext
@@ -151,6 +189,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
     ) -> sessions_pb2.ListSessionsResponse:
         limit = request.limit if 0 < request.limit <= 1000 else 100
         rows = await self.store.list_sessions(request.agent, limit)
+        used = await self.usage.by_session([r.session_key for r in rows])
         return sessions_pb2.ListSessionsResponse(
             sessions=[
                 sessions_pb2.SessionInfo(
@@ -158,6 +197,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                     agent=r.agent,
                     updated_at_ms=epoch_ms(r.updated_at),
                     message_count=r.message_count,
+                    usage=usage_totals(used.get(r.session_key, Totals())),
                 )
                 for r in rows
             ]

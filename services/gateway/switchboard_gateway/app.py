@@ -37,6 +37,7 @@ from . import (
     pairing_api,
     sessions_api,
     status_page,
+    usage_api,
     webchat,  # webchat: GET /webchat and WS /webchat/ws
 )
 from .auth import TokenAuth
@@ -174,6 +175,7 @@ def create_app(
     app.include_router(memory_api.router)
     app.include_router(cron_api.router)
     app.include_router(media_api.router)  # media: GET /api/media/{sha256}
+    app.include_router(usage_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     if channels:
         app.include_router(channel_routes.router)

@@ -102,6 +102,7 @@ def test_the_route_list_is_derived_from_the_app(gw: Gateway) -> None:
         ("GET", "/api/approvals"),
         ("POST", "/api/approvals/{approval_id}"),
         ("POST", "/tools/invoke"),
+        ("GET", "/api/usage"),
     } <= set(protected(gw.app))
 
 

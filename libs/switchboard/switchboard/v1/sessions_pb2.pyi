@@ -15,16 +15,18 @@ class ListSessionsRequest(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
-    __slots__ = ("session_key", "agent", "updated_at_ms", "message_count")
+    __slots__ = ("session_key", "agent", "updated_at_ms", "message_count", "usage")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     agent: str
     updated_at_ms: int
     message_count: int
-    def __init__(self, session_key: _Optional[str] = ..., agent: _Optional[str] = ..., updated_at_ms: _Optional[int] = ..., message_count: _Optional[int] = ...) -> None: ...
+    usage: UsageTotals
+    def __init__(self, session_key: _Optional[str] = ..., agent: _Optional[str] = ..., updated_at_ms: _Optional[int] = ..., message_count: _Optional[int] = ..., usage: _Optional[_Union[UsageTotals, _Mapping]] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions",)
@@ -149,3 +151,47 @@ class SessionCommandResult(_message.Message):
     outcome: str
     text: str
     def __init__(self, outcome: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class UsageTotals(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "cost_usd", "calls")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    calls: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., calls: _Optional[int] = ...) -> None: ...
+
+class UsageRequest(_message.Message):
+    __slots__ = ("agent", "day", "session_key", "run_id")
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    DAY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    day: str
+    session_key: str
+    run_id: str
+    def __init__(self, agent: _Optional[str] = ..., day: _Optional[str] = ..., session_key: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class UsageRow(_message.Message):
+    __slots__ = ("agent", "day", "model", "totals")
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    DAY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOTALS_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    day: str
+    model: str
+    totals: UsageTotals
+    def __init__(self, agent: _Optional[str] = ..., day: _Optional[str] = ..., model: _Optional[str] = ..., totals: _Optional[_Union[UsageTotals, _Mapping]] = ...) -> None: ...
+
+class UsageResponse(_message.Message):
+    __slots__ = ("total", "rows")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    total: UsageTotals
+    rows: _containers.RepeatedCompositeFieldContainer[UsageRow]
+    def __init__(self, total: _Optional[_Union[UsageTotals, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ...) -> None: ...

@@ -64,6 +64,11 @@ class SessionsStub:
                 request_serializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.SerializeToString,
                 response_deserializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.FromString,
                 _registered_method=True)
+        self.Usage = channel.unary_unary(
+                '/switchboard.v1.Sessions/Usage',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -108,6 +113,13 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Usage(self, request, context):
+        """Token and cost usage (agent.usage), filtered by agent, UTC day, session and run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +152,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Abort,
                     request_deserializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.FromString,
                     response_serializer=switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.SerializeToString,
+            ),
+            'Usage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Usage,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -304,6 +321,33 @@ class Sessions:
             '/switchboard.v1.Sessions/Abort',
             switchboard_dot_v1_dot_sessions__pb2.AbortSessionRequest.SerializeToString,
             switchboard_dot_v1_dot_sessions__pb2.AbortSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Usage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Usage',
+            switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,7 +15,13 @@ from .base import (
     get_field,
     parse_tool_arguments,
 )
-from .errors import ModelError, ModelUnavailableError, error_for_status, safe_detail
+from .errors import (
+    ModelError,
+    ModelUnavailableError,
+    error_for_status,
+    retry_after_s,
+    safe_detail,
+)
 
 __all__ = ["AnthropicModel", "AnthropicStreamAccumulator"]
 
@@ -283,6 +289,7 @@ class AnthropicModel:
                 status=status,
                 detail=safe_detail(message, self._api_key),
                 code=str(etype) if etype else None,
+                retry_after=retry_after_s(exc.response.headers),
             )
         detail = safe_detail(getattr(exc, "message", None) or exc, self._api_key)
         return ModelError(f"{_LABEL} call failed: {detail}", provider=self.provider)

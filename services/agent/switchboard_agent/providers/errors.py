@@ -8,6 +8,9 @@ imports an SDK. ``message`` is safe to show to a user and to log: it never conta
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import ClassVar
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "ModelRateLimitError",
     "ModelUnavailableError",
     "error_for_status",
+    "retry_after_s",
     "safe_detail",
 ]
 
@@ -26,11 +30,19 @@ class ModelError(Exception):
 
     retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.status_code = status_code
+        self.retry_after_s = retry_after_s  # the provider's retry-after(-ms), when it sent one
 
     def __str__(self) -> str:
         return self.message
@@ -81,6 +93,37 @@ _OVERFLOW_HINTS = (
 )
 
 
+_MAX_RETRY_AFTER_S = 7 * 24 * 3600.0
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); None when
+    absent or unreadable. Clamped to [0, a week]."""
+    if not headers:
+        return None
+    value: float | None = None
+    raw_ms = headers.get("retry-after-ms")
+    raw = headers.get("retry-after")
+    try:
+        if raw_ms is not None:
+            value = float(raw_ms) / 1000
+        elif raw is not None:
+            value = float(raw)
+    except ValueError:
+        value = None
+    if value is None and raw:
+        try:
+            when = parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        value = (when - datetime.now(UTC)).total_seconds()
+    if value is None or value != value:  # NaN
+        return None
+    return min(max(value, 0.0), _MAX_RETRY_AFTER_S)
+
+
 def error_for_status(
     *,
     provider: str,
@@ -89,10 +132,12 @@ def error_for_status(
     status: int,
     detail: str,
     code: str | None = None,
+    retry_after: float | None = None,
 ) -> ModelError:
     """Map an HTTP error status (plus the provider's error text/code) onto a ModelError.
 
-    ``detail`` must already be scrubbed with :func:`safe_detail`.
+    ``detail`` must already be scrubbed with :func:`safe_detail`; ``retry_after`` is the
+    response's retry-after in seconds (see :func:`retry_after_s`).
     """
     if status in (401, 403):
         # Never echo the provider's text here: OpenAI's 401 message quotes a masked key.
@@ -107,12 +152,14 @@ def error_for_status(
             f"{label} is rate-limiting requests (HTTP 429); try again in a moment{suffix}",
             provider=provider,
             status_code=status,
+            retry_after_s=retry_after,
         )
     if status >= 500 or status == 408:
         return ModelUnavailableError(
             f"{label} is unavailable right now (HTTP {status}); try again later.",
             provider=provider,
             status_code=status,
+            retry_after_s=retry_after,
         )
     low = f"{code or ''} {detail}".lower()
     if status == 413 or any(h in low for h in _OVERFLOW_HINTS):

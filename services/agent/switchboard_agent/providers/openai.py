@@ -22,7 +22,13 @@ from .base import (
     get_field,
     parse_tool_arguments,
 )
-from .errors import ModelError, ModelUnavailableError, error_for_status, safe_detail
+from .errors import (
+    ModelError,
+    ModelUnavailableError,
+    error_for_status,
+    retry_after_s,
+    safe_detail,
+)
 
 __all__ = [
     "OpenAIChatModel",
@@ -340,8 +346,10 @@ class OpenAIChatModel:
             body = exc.body  # the "error" object of the response, when there was one
             message = get_field(body, "message") if isinstance(body, dict) else None
             code = exc.code or exc.type
+            headers = None
             if isinstance(exc, openai.APIStatusError):
                 status = exc.status_code
+                headers = exc.response.headers
             else:  # an error object inside a 200 stream (OpenRouter puts the HTTP code there)
                 raw_code = get_field(body, "code") if isinstance(body, dict) else None
                 status = raw_code if isinstance(raw_code, int) and raw_code >= 400 else 500
@@ -352,6 +360,7 @@ class OpenAIChatModel:
                 status=status,
                 detail=safe_detail(message or exc.message, self._api_key),
                 code=code,
+                retry_after=retry_after_s(headers),
             )
         detail = safe_detail(exc, self._api_key)
         return ModelError(f"{_LABEL} call failed: {detail}", provider=self.provider)

@@ -1,0 +1,118 @@
+"""Usage rows and budget checks against a real PostgreSQL: every limit of SB_BUDGET stops the
+next call with its own message, per-agent limits replace the common ones, a session's pending
+usage write is counted before its check, and Sessions.Usage / Sessions.List report it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import grpc
+import pytest
+
+from switchboard.store import create_pool, migrate
+from switchboard.v1 import sessions_pb2
+from switchboard_agent.budget import Accounting, Budget
+from switchboard_agent.migrations import MIGRATIONS, SCHEMA
+from switchboard_agent.providers.base import Usage
+from switchboard_agent.sessions_api import SessionsService
+from switchboard_agent.store import RunRecord, SessionStore
+from switchboard_agent.usage import Price, UsageStore
+
+PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0), "claude-y": Price(input=3, output=15)}
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SessionStore]:
+    pool = await create_pool(database_url, max_size=4)
+    await migrate(pool, SCHEMA, MIGRATIONS)
+    try:
+        yield SessionStore(pool)
+    finally:
+        await pool.close()
+
+
+def run(session: str = "main:api:a", agent: str = "main", run_id: str = "run_1") -> RunRecord:
+    return RunRecord(run_id, session, agent, "in-1", 1, datetime.now(UTC))
+
+
+def accounting(store: SessionStore, **limits: Any) -> Accounting:
+    return Accounting(UsageStore(store.pool), Budget.model_validate(limits), PRICES)
+
+
+async def test_run_limits_stop_without_the_database(store: SessionStore) -> None:
+    acc = accounting(store, run_iterations=2, run_tokens=1000)
+    record = run()
+    record.iterations = 1
+    assert await acc.check(record) is None
+    record.iterations = 2
+    stop = await acc.check(record)
+    assert stop is not None and stop.limit == "run_iterations"
+    assert "2 model calls of its 2 (SB_BUDGET run_iterations)" in stop.message
+    record.iterations, record.input_tokens, record.output_tokens = 1, 900, 100
+    stop = await acc.check(record)
+    assert stop is not None and stop.limit == "run_tokens"
+    assert "1,000 tokens of its 1,000 tokens" in stop.message
+
+
+async def test_session_and_daily_limits_count_every_call_at_once(store: SessionStore) -> None:
+    acc = accounting(store, session_tokens=1000, agents={"spender": {"agent_daily_usd": 0.01}})
+    first = run()
+    await acc.add(first, "openai:gpt-x", Usage(600, 300))
+    assert await acc.check(first) is None  # 900 < 1000
+    await acc.add(first, "openai:gpt-x", Usage(50, 50))  # pending write: the check waits for it
+    stop = await acc.check(run(run_id="run_2"))
+    assert stop is not None and stop.limit == "session_tokens"
+    assert "this conversation has used 1,000 tokens of its 1,000 tokens" in stop.message
+    assert await acc.check(run(session="main:api:other")) is None  # its own session budget
+
+    # spender: per-agent limits replace the common ones (no session_tokens for it).
+    spender = run(session="spender:api:a", agent="spender", run_id="run_s")
+    await acc.add(spender, "anthropic:claude-y", Usage(1000, 1000))  # $0.003 + $0.015
+    await acc.settled("spender:api:a")
+    stop = await acc.check(run(session="spender:api:b", agent="spender"))
+    assert stop is not None and stop.limit == "agent_daily_usd"
+    assert "agent 'spender' today has used $0.02 of its $0.01" in stop.message
+
+
+async def test_sessions_usage_and_list(store: SessionStore) -> None:
+    acc = accounting(store)
+    await acc.add(run(), "openai:gpt-x", Usage(1000, 500))  # $0.002 + $0.004
+    await acc.add(run(run_id="run_2"), "openai:unpriced", Usage(10, 5))
+    await acc.settled("main:api:a")
+    await store.pool.execute(
+        "INSERT INTO agent.sessions (session_key, agent) VALUES ('main:api:a', 'main')"
+    )
+    service = SessionsService(store)
+    today = datetime.now(UTC).date().isoformat()
+    reply = await service.Usage(sessions_pb2.UsageRequest(agent="main", day=today), Context())
+    assert (reply.total.input_tokens, reply.total.output_tokens, reply.total.calls) == (
+        1010,
+        505,
+        2,
+    )
+    assert reply.total.cost_usd == pytest.approx(0.006)
+    assert sorted((r.model, r.day, r.totals.calls) for r in reply.rows) == [
+        ("openai:gpt-x", today, 1),
+        ("openai:unpriced", today, 1),
+    ]
+    one = await service.Usage(sessions_pb2.UsageRequest(run_id="run_2"), Context())
+    assert one.total.input_tokens == 10
+    listed = await service.List(sessions_pb2.ListSessionsRequest(), Context())
+    [info] = listed.sessions
+    assert (info.usage.input_tokens, info.usage.calls) == (1010, 2)
+    with pytest.raises(Aborted) as caught:
+        await service.Usage(sessions_pb2.UsageRequest(day="31/01/2026"), Context())
+    assert caught.value.args[0] == grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Aborted(Exception):
+    pass
+
+
+class Context:
+    """The part of grpc.aio.ServicerContext the servicer uses."""
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+        raise Aborted(code, details)
