@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from switchboard.queue_modes import QueueMode
 from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
+from switchboard.skills import SkillSettings
 
 from .approval_rules import ApprovalRules
 from .budget import BudgetSettings
@@ -29,7 +30,13 @@ def check_timezone(zone: str) -> None:
 
 
 class AgentSettings(
-    CommonSettings, DatabaseSettings, ModelSettings, RpcSettings, FailoverSettings, BudgetSettings
+    CommonSettings,
+    DatabaseSettings,
+    ModelSettings,
+    RpcSettings,
+    FailoverSettings,
+    BudgetSettings,
+    SkillSettings,  # SB_SKILLS_DIRS (agent_skills.py)
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)
@@ -73,6 +80,9 @@ class AgentSettings(
     # The models `/model` (and Patch's model) may pick besides the configured one, as
     # "provider:model" (empty: any model of a configured provider).
     model_choices: list[str] = Field(default_factory=list)
+    # Skills and plugins: the characters skill_read returns at most; the deadline of each
+    # plugin hook call (hooks.py).
+    skill_max_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:

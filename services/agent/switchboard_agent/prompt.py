@@ -9,6 +9,7 @@ caches long identical prefixes by itself)."""
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -50,10 +51,12 @@ class PromptBuilder:
         files: WorkspaceFiles,
         timezone: str = "UTC",
         agent_timezones: dict[str, str] | None = None,
+        skills: Callable[[str], str] | None = None,
     ) -> None:
         self.files = files
         self.timezone = timezone
         self.agent_timezones = agent_timezones or {}
+        self.skills = skills  # an agent's skills section (agent_skills.py), "" : none
 
     def zone(self, agent: str) -> ZoneInfo:
         return ZoneInfo(self.agent_timezones.get(agent) or self.timezone)
@@ -65,6 +68,8 @@ class PromptBuilder:
         if loaded:
             stable.append(FILES_HEADING)
             stable.extend(f"## {name}\n{text}" for name, text in loaded)
+        if self.skills is not None and (section := self.skills(facts.agent)):
+            stable.append(section)
         head = "\n\n".join(stable) + "\n\n"
         return Prompt(head + self.runtime(facts, now), len(head))
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 
 from switchboard import bus, registry, rpc
 from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
+from switchboard.skills import SkillCatalog
 from switchboard.v1 import approvals_pb2_grpc, messages_pb2, sessions_pb2_grpc
 
 from .agent_media import AgentMedia
 from .agent_memory import AgentMemory
+from .agent_skills import AgentSkills, SkillReadTool
 from .approval_notice import ApprovalNotices
 from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
@@ -98,14 +101,17 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         memory = _memory(settings, rt)
         media = _media(settings, rt)
         model, no_model_reply = await choosing
-        local = LocalTools(
-            [
-                MessageTool(outbound, settings.message_targets, media.client if media else None),
-                *(memory.tools() if memory else []),
-                *_cron(settings, rt, outbound),
-                *([ImageTool(media, model)] if media else []),
-            ]
-        )
+        # Skills: a skill's env requirements are checked against this process's environment.
+        catalog = SkillCatalog(settings.skills_dirs, os.environ)
+        skills = AgentSkills(catalog, settings.workspace_root(), settings.skill_max_chars)
+        own = [
+            MessageTool(outbound, settings.message_targets, media.client if media else None),
+            *(memory.tools() if memory else []),
+            *_cron(settings, rt, outbound),
+            *([ImageTool(media, model)] if media else []),
+            SkillReadTool(skills),
+        ]
+        local = LocalTools(own)
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
         models = SessionModels(settings, model, settings.model_choices)
         await rt.serve_grpc(
@@ -152,6 +158,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
                 WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
                 settings.timezone,
                 settings.agent_timezones,
+                skills.section,
             ),
             models,
             Accounting(UsageStore(pool), settings.budget, settings.prices),

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from switchboard import registry
 from switchboard.cli.home import Home
@@ -17,6 +18,7 @@ from switchboard.cli.settings import LauncherSettings
 from switchboard.cli.up import runnable
 from switchboard.embedded import ServerError, nats_server_binary
 from switchboard.settings import ModelSettings
+from switchboard.skills import Found, Problem, SkillCatalog, SkillSettings
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # not ok, but nothing breaks: reported, not counted as failed
 
 
 def check_nats() -> Check:
@@ -109,6 +112,45 @@ def check_services() -> Check:
     return Check("services", True, ", ".join(modules))
 
 
+class _SkillPlaces(SkillSettings):
+    workspaces_dir: Path | None = None  # SB_WORKSPACES_DIR (default: <home>/workspaces)
+
+
+def check_skills(home: Home, environ: Mapping[str, str]) -> Check:
+    """Every skill of every agent workspace and of SB_SKILLS_DIRS whose requirements (binaries
+    on PATH, environment variables) are not met here, and every SKILL.md that is unusable."""
+    places = _SkillPlaces.from_environ(environ)
+    root = places.workspaces_dir or home.workspaces_dir
+    catalog = SkillCatalog(places.skills_dirs, environ)
+    agents = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    seen: dict[tuple[Path, str], tuple[str, Found]] = {}
+    problems: dict[Path, Problem] = {}
+    # Without agents, the shared skills alone; a shared skill every agent shadows is unused.
+    workspaces: list[Path | None] = [*agents] or [None]
+    for workspace in workspaces:
+        found, broken = catalog.find(workspace)
+        problems.update((p.path, p) for p in broken)
+        for f in found:
+            where = "shared" if f.skill.shared else f"agent {workspace.name if workspace else ''}"
+            seen.setdefault((f.skill.source, f.skill.folder), (where, f))
+    lacking = [
+        f"{f.skill.name} ({where}): missing {', '.join(f.missing)}"
+        for where, f in seen.values()
+        if not f.available
+    ]
+    bad = [f"{p.path}: {p.reason}" for p in problems.values()]
+    if lacking or bad:
+        return Check(
+            "skills",
+            False,
+            "; ".join(lacking + bad),
+            "install the programs and set the variables the skills require (or remove those"
+            " skills); fix or remove the SKILL.md files named",
+            warning=True,
+        )
+    return Check("skills", True, f"{len(seen)} skill(s), every requirement met")
+
+
 def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
     settings = LauncherSettings.from_environ(environ)
     checks: list[Callable[[], Check]] = [
@@ -117,6 +159,7 @@ def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
         lambda: check_home(home),
         lambda: check_model(ModelSettings.from_environ(environ)),
         check_services,
+        lambda: check_skills(home, environ),
     ]
     return [check() for check in checks]
 
@@ -125,10 +168,11 @@ def run(args: argparse.Namespace) -> int:
     home = Home.resolve(args.home, LauncherSettings.from_environ(os.environ).home)
     results = run_checks(home, os.environ)
     for check in results:
-        print(f"{'OK  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+        state = "OK  " if check.ok else "WARN" if check.warning else "FAIL"
+        print(f"{state}  {check.name}: {check.detail}")
         if not check.ok and check.fix:
             print(f"      fix: {check.fix}")
-    failed = sum(not c.ok for c in results)
+    failed = sum(not c.ok and not c.warning for c in results)
     print("all checks passed" if not failed else f"{failed} check(s) failed", file=sys.stderr)
     return 1 if failed else 0
 
