@@ -29,3 +29,8 @@ class InvalidPayload(SwitchboardError, ValueError):
 
 class InvalidSchedule(SwitchboardError, ValueError):
     """Not an interval (``30s``, ``1h30m``) or a time (ISO 8601, ``+10m``); the message says so."""
+
+
+class PluginError(SwitchboardError):
+    """A plugin cannot be used (not installed, fails to import, bad manifest or config); the
+    message says why, fit for a report."""

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -26,6 +27,8 @@ class Readiness:
 
     def __init__(self) -> None:
         self.checks: dict[str, Check] = {}
+        # Shown by /readyz next to the checks, without deciding readiness (the agent's plugins).
+        self.details: dict[str, Any] = {}
         self._failing: dict[str, str] = {}  # check -> why, while it fails
 
     def add(self, name: str, check: Check) -> None:
@@ -69,10 +72,10 @@ def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Respo
     async def readyz(_: Request) -> Response:
         checks = await readiness.evaluate()
         ok = all(checks.values())
-        return JSONResponse(
-            {"status": "ready" if ok else "not ready", "checks": checks},
-            status_code=200 if ok else 503,
-        )
+        body: dict[str, Any] = {"status": "ready" if ok else "not ready", "checks": checks}
+        if readiness.details:
+            body["details"] = readiness.details
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     return readyz
 

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, model_validator
 
+from switchboard.plugins import PluginSettings
 from switchboard.queue_modes import QueueMode
 from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
 from switchboard.skills import SkillSettings
@@ -37,6 +38,7 @@ class AgentSettings(
     FailoverSettings,
     BudgetSettings,
     SkillSettings,  # SB_SKILLS_DIRS (agent_skills.py)
+    PluginSettings,  # SB_PLUGINS, SB_PLUGINS_CONFIG (plugin_host.py)
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)
@@ -83,6 +85,7 @@ class AgentSettings(
     # Skills and plugins: the characters skill_read returns at most; the deadline of each
     # plugin hook call (hooks.py).
     skill_max_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
+    hook_timeout_s: float = Field(default=5.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _check_tool_rules(self) -> AgentSettings:

@@ -31,6 +31,7 @@ from switchboard.sessions import session_token
 from switchboard.v1 import messages_pb2
 
 from .aborts import RunningRuns
+from .hooks import HookName
 from .lease import Lease, Leases
 from .metrics import ACTIVE_LANES, ACTIVE_RUNS, INTERRUPTS, LANE_WAIT_SECONDS, REDELIVERIES
 from .queueing import Batch, PendingItem, RunControl, effective_mode, plan
@@ -148,11 +149,13 @@ class LaneManager:
             if lease is None:
                 return
             ACTIVE_LANES.inc()
+            await self.runner.hooks.session(HookName.SESSION_START, lane.key)
             try:
                 await self._own(lane, lease, state)
             finally:
                 ACTIVE_LANES.dec()
                 await lease.release()
+                await self.runner.hooks.session(HookName.SESSION_END, lane.key)
             # Once more after the release: an item may have arrived after the last read.
             if not await self._next(lane):
                 return

@@ -46,3 +46,8 @@ BUDGET_STOPS = Counter(
 USAGE_WRITE_ERRORS = Counter(
     "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
 )
+HOOK_ERRORS = Counter(
+    "sb_agent_hook_errors_total",
+    "Plugin hooks that raised, timed out or returned what they may not",
+    ["plugin", "hook"],
+)

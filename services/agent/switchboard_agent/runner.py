@@ -27,6 +27,7 @@ from .budget import Accounting
 from .events import RunEvents
 from .failover import ModelRouter
 from .heartbeat import is_heartbeat, silent_heartbeat
+from .hooks import Hooks, RunInfo
 from .local_tools import LocalTools
 from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
@@ -78,6 +79,7 @@ class Runner:
         prompts: PromptBuilder | None = None,
         models: SessionModels | None = None,
         accounting: Accounting | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -96,6 +98,7 @@ class Runner:
         self.prompts = prompts or PromptBuilder(WorkspaceFiles(workspace_root, seed=False))
         self.models = models  # a session's own model (/model); None: always self.model
         self.accounting = accounting  # usage per call and SB_BUDGET limits (budget.py)
+        self.hooks = hooks or Hooks()  # plugins' lifecycle hooks (hooks.py)
 
     async def run(
         self,
@@ -163,6 +166,7 @@ class Runner:
             elif self.outbound is not None and self.outbound.delivers_reply(item.message):
                 ids = list(events.message_ids)
                 await self.outbound.publish(run_id, item, text, ids, mode.threads_replies)
+                await self.hooks.message_sent(run_id, item, text)
             if self.memory is not None and record.status == "completed":
                 asked = "\n".join(p.item.message.text for p in batch.items)
                 self.memory.after_commit(item.agent, key, run_id, asked, text)
@@ -255,6 +259,7 @@ class Runner:
                     record.messages.append(text_message(c.role, c.text))
         if not turn.resumed:
             record.messages.append(await self._user_turn(batch.items))
+            await self.hooks.message_received([p.item for p in batch.items])
         model = await self.models.get(model_ref) if self.models else self.model
         if model is None:
             record.stop_reason = "no_model"
@@ -313,6 +318,7 @@ class Runner:
                         STEERED.inc(len(steered))
                         events.message_ids.extend(p.item.message.message_id for p in steered)
                         record.messages.append(await self._user_turn(steered))
+                        await self.hooks.message_received([p.item for p in steered])
                 request = ModelRequest(
                     system=system,
                     messages=history + record.messages,
@@ -320,6 +326,8 @@ class Runner:
                     max_tokens=self.max_tokens,
                     cache_prefix_chars=prompt.stable_chars,
                 )
+                run = RunInfo(record.run_id, record.session_key, record.agent)
+                request = await self.hooks.before_model_call(run, request, record.iterations)
                 response = await self._call_model(request, events, reply, model)
                 record.model = f"{model.provider}:{model.model}"
                 if self.accounting is not None:

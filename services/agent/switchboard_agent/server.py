@@ -25,6 +25,7 @@ from .chat_approvals import ChatDecisions
 from .config import AgentSettings
 from .cron_tool import CronTool
 from .failover_config import choose_router
+from .hooks import Hooks
 from .image_tool import ImageTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
@@ -33,6 +34,7 @@ from .memory_client import MemoryClient
 from .message_tool import MessageTool
 from .migrations import MIGRATIONS, SCHEMA
 from .outbound import OutboundPublisher
+from .plugin_host import load_plugins
 from .prompt import PromptBuilder
 from .runner import Runner
 from .session_admin import SessionAdmin
@@ -111,7 +113,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             *([ImageTool(media, model)] if media else []),
             SkillReadTool(skills),
         ]
-        local = LocalTools(own)
+        hooks = Hooks(settings.hook_timeout_s)
+        reserved = [t.spec.name for t in own]
+        plugins = await load_plugins(settings, hooks, reserved, settings.tool_timeout_s)
+        rt.readiness.details["plugins"] = plugins.details()
+        local = LocalTools([*own, *plugins.tools])
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
         models = SessionModels(settings, model, settings.model_choices)
         await rt.serve_grpc(
@@ -133,6 +139,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
 
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
         gate.announce = ApprovalNotices(outbound, approvals)
+        gate.hooks = hooks
         # "/approve <id>" in a chat: the router asks, any replica answers.
         await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
         # "/new", "/reset", "/stop", "/status", "/model" in a chat: the router asks.
@@ -162,6 +169,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             ),
             models,
             Accounting(UsageStore(pool), settings.budget, settings.prices),
+            hooks,
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),

@@ -14,6 +14,7 @@ from switchboard.v1 import messages_pb2
 
 from .approval_rules import ApprovalRules
 from .approvals import AWAITING, ApprovalRow, ApprovalStore, ApprovalWaiter
+from .hooks import Hooks, RunInfo
 from .metrics import APPROVALS, POLICY_DENIALS
 from .policy import Policy, ToolPolicy, effective_policy
 from .tools_client import CallRequest, CallResult
@@ -71,6 +72,7 @@ class ToolGate:
         # so runs waiting for approvals do not starve the replica.
         self.while_waiting: Callable[[], AbstractAsyncContextManager[None]] = _nothing
         self.announce: Announce | None = None
+        self.hooks = Hooks()  # plugins' before_tool_call hooks: after the policy, may block
 
     async def screen(
         self,
@@ -97,6 +99,11 @@ class ToolGate:
                     call, f"Tool call refused: {decision.reason}.", "policy_denied"
                 )
                 continue
+            checked = await self.hooks.before_tool_call(RunInfo(run_id, session_key, agent), call)
+            if isinstance(checked, CallResult):
+                out.refused[call.call_id] = checked
+                continue
+            call = checked  # a hook may have rewritten its arguments
             matched = self.rules.approvals.requires_approval(call.name, call.args)
             if matched is None:
                 out.runnable.append(call)

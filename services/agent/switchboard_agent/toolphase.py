@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
+from .hooks import RunInfo
 from .local_tools import LocalContext, LocalTools
 from .metrics import TOOL_CALLS
 from .store import Message
@@ -68,9 +69,12 @@ async def run_tools(
         if store is not None and screened.approved:
             await store.mark(screened.approved, "finished_at")
     blocks = []
+    ran_as = {c.call_id: c for c in screened.runnable}  # with the arguments hooks rewrote
     for call in calls:
         result = results[call.call_id]
         TOOL_CALLS.labels(call.name, "error" if result.is_error else "ok").inc()
+        run = RunInfo(record.run_id, record.session_key, record.agent)
+        await gate.hooks.after_tool_call(run, ran_as.get(call.call_id, call), result)
         await events.emit(
             "tool",
             "result",

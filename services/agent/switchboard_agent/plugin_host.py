@@ -1,0 +1,202 @@
+"""The agent's side of plugins (:mod:`switchboard.plugins`): what a plugin's ``setup(api)``
+gets (:class:`AgentPluginApi`) and what the agent takes from it.
+
+Wired: **tools** (agent-local tools, :class:`~.local_tools.LocalTool`: offered to the model
+next to the others, judged by the tool policy, hooks and approval rules like any call, run in
+the agent with a deadline of ``SB_TOOL_TIMEOUT_S``) and **hooks** (:mod:`.hooks`). Declared but
+not wired yet: **channels** and **providers** are accepted by the API and reported in
+``/readyz`` (``registered, not wired yet``), nothing uses them.
+
+A plugin is all or nothing: its registrations take effect only if its ``setup`` returns (within
+:data:`SETUP_TIMEOUT_S`) and they are all acceptable (a tool name another tool has, a hook
+for an unknown event, a kind its manifest does not provide). Otherwise the plugin is skipped,
+logged and reported as failed, and the agent starts without it.
+
+A plugin tool with the name of an executor's tool replaces it for the agent (local tools win a
+name, see :mod:`.local_tools`): plugins are trusted like the agent's own code."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from jsonschema import Draft202012Validator, SchemaError
+
+from switchboard.errors import PluginError
+from switchboard.plugins import (
+    EntryPoints,
+    LoadedPlugin,
+    PluginReport,
+    PluginSettings,
+    discover,
+    installed,
+    run_setup,
+)
+
+from .hooks import Hook, HookName, Hooks
+from .local_tools import LocalContext, LocalTool, tool_error
+from .providers.base import ToolSpec
+from .tools_client import CallRequest, CallResult
+
+log = logging.getLogger(__name__)
+
+SETUP_TIMEOUT_S = 30.0
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what both providers accept
+
+
+class AgentPluginApi:
+    """Given to a plugin's ``setup``: its validated configuration and the ``register_*``
+    methods of what its manifest provides."""
+
+    def __init__(self, loaded: LoadedPlugin) -> None:
+        self.name = loaded.manifest.name
+        self.config: dict[str, Any] = loaded.config
+        self.log = logging.getLogger(f"switchboard.plugin.{self.name}")
+        self._provides = loaded.manifest.provides
+        self.tools: list[LocalTool] = []
+        self.hooks: list[tuple[HookName, Hook]] = []
+        self.channels: dict[str, Any] = {}
+        self.providers: dict[str, Any] = {}
+
+    def register_tool(self, tool: LocalTool) -> None:
+        """An agent-local tool: ``spec`` (name, description, JSON Schema of the arguments) and
+        ``async run(ctx, call) -> CallResult``."""
+        self._needs("tools")
+        spec = tool.spec
+        if not isinstance(spec, ToolSpec) or not TOOL_NAME.fullmatch(spec.name):
+            raise PluginError("a tool's spec needs a name of 1-64 of A-Z a-z 0-9 _ -")
+        try:
+            Draft202012Validator.check_schema(spec.parameters)
+        except SchemaError:
+            raise PluginError(f"the tool {spec.name}'s parameters are not a JSON Schema") from None
+        if spec.parameters.get("type") != "object":
+            raise PluginError(f"the tool {spec.name}'s parameters must be an object schema")
+        self.tools.append(tool)
+
+    def register_hook(self, event: str, hook: Hook) -> None:
+        """``hook`` (an async function) for ``event`` (:class:`~.hooks.HookName`)."""
+        self._needs("hooks")
+        try:
+            Hooks().register(self.name, event, hook)  # the same checks as the real registry
+        except ValueError as exc:
+            raise PluginError(str(exc)) from None
+        self.hooks.append((HookName(event), hook))
+
+    def register_channel(self, name: str, adapter: Any) -> None:
+        """Recorded and reported; channels from plugins are not wired yet."""
+        self._needs("channels")
+        self.channels[name] = adapter
+
+    def register_provider(self, name: str, factory: Any) -> None:
+        """Recorded and reported; model providers from plugins are not wired yet."""
+        self._needs("providers")
+        self.providers[name] = factory
+
+    def _needs(self, kind: str) -> None:
+        if kind not in self._provides:
+            raise PluginError(f"it registers {kind} but its manifest does not provide them")
+
+
+@dataclass
+class Plugins:
+    tools: list[LocalTool] = field(default_factory=list)
+    reports: list[PluginReport] = field(default_factory=list)
+
+    def details(self) -> dict[str, Any]:
+        """Each enabled plugin's state, for ``/readyz``."""
+        return {r.name: r.as_dict() for r in self.reports}
+
+
+async def load_plugins(
+    settings: PluginSettings,
+    hooks: Hooks,
+    reserved: Collection[str],
+    tool_timeout_s: float,
+    found: EntryPoints = installed,
+) -> Plugins:
+    """Set up every enabled plugin; register the hooks of those that succeed on ``hooks`` and
+    return their tools (wrapped with a deadline) and a report on each. ``reserved``: the
+    names of the agent's own local tools, which a plugin's tool may not take."""
+    loaded, reports = discover(settings, found)
+    out = Plugins(reports=reports)
+    taken = set(reserved)
+    for plugin in loaded:
+        name = plugin.manifest.name
+        api = AgentPluginApi(plugin)
+        try:
+            async with asyncio.timeout(SETUP_TIMEOUT_S):
+                await run_setup(plugin.plugin, api)
+            clash = next((t.spec.name for t in api.tools if t.spec.name in taken), None)
+            if clash is not None:
+                raise PluginError(f"its tool {clash!r} has the name of another tool")
+        except PluginError as exc:
+            _failed(out, name, str(exc))
+            continue
+        except TimeoutError:
+            _failed(out, name, f"setup did not finish within {SETUP_TIMEOUT_S:g}s")
+            continue
+        except Exception as exc:  # a plugin's failure must not stop the agent
+            log.error("plugin %s failed in setup", name, exc_info=exc)
+            _failed(out, name, f"setup failed ({type(exc).__name__})")
+            continue
+        for event, hook in api.hooks:
+            hooks.register(name, event, hook)
+        for tool in api.tools:
+            taken.add(tool.spec.name)
+            out.tools.append(_PluginTool(name, tool, tool_timeout_s))
+        unwired = sorted({*api.channels, *api.providers})
+        if unwired:
+            _note(out, name, f"registered, not wired yet: {', '.join(unwired)}")
+        log.info(
+            "plugin %s loaded",
+            name,
+            extra={
+                "plugin": name,
+                "version": plugin.manifest.version,
+                "tools": [t.spec.name for t in api.tools],
+                "hooks": [str(e) for e, _ in api.hooks],
+            },
+        )
+    return out
+
+
+def _failed(out: Plugins, name: str, detail: str) -> None:
+    log.warning("plugin %s skipped: %s", name, detail)
+    out.reports = [
+        replace(r, state="failed", detail=detail) if r.name == name else r for r in out.reports
+    ]
+
+
+def _note(out: Plugins, name: str, detail: str) -> None:
+    out.reports = [replace(r, detail=detail) if r.name == name else r for r in out.reports]
+
+
+class _PluginTool:
+    """A plugin's tool with a deadline; its exceptions become tool errors in LocalTools."""
+
+    def __init__(self, plugin: str, tool: LocalTool, timeout_s: float) -> None:
+        self.plugin = plugin
+        self.tool = tool
+        self.timeout_s = timeout_s
+        self._spec = tool.spec
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await self.tool.run(ctx, call)
+        except TimeoutError:
+            return tool_error(
+                call, f"{call.name} did not finish within {self.timeout_s:g}s.", "timeout"
+            )
+        if not isinstance(result, CallResult):
+            log.error("the tool %s of plugin %s returned no CallResult", call.name, self.plugin)
+            return tool_error(call, f"{call.name} failed (no result).", "tool_error")
+        return result

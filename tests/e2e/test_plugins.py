@@ -1,0 +1,197 @@
+"""Plugins and hooks end to end, every service a real process and the model the fake
+OpenAI-compatible API. The plugins are a real package (``tests/plugins/sb_test_plugin``,
+built and installed with pip into a temporary directory on the services' ``PYTHONPATH``, so
+``importlib.metadata`` finds its entry points as it would in a venv; nothing is installed into
+the venv itself). Enabled: ``sbtest`` (a tool and hooks), ``sbflaky`` (hooks that raise or
+hang), ``sbstrict`` (given an invalid configuration), ``sbbroken`` (raises on import) and
+``sbmissing`` (not installed).
+
+Checked: the agent starts and reports each plugin in its ``/readyz`` details; the plugin's tool
+is offered and runs; ``before_model_call`` changes the request; the observing hooks see the
+messages, the tool call and the session's lane; the failing hooks are counted and the runs go
+on; ``before_tool_call`` blocks ``exec`` (the model reads why, the command never runs) and
+rewrites ``get_time``'s time zone (the real executor answers for the new one)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e import helpers
+from tests.e2e.helpers import final_text, metric, wait_for
+from tests.e2e.test_message_tool import parts, publish_dm
+from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support.services import ServiceProcesses, with_fake_model
+
+PACKAGE = Path(__file__).parents[1] / "plugins" / "sb_test_plugin"
+PROMPT_MARK = "SBTEST-HOOK: the sbtest plugin saw this request."
+
+
+def script(req: FakeRequest) -> Reply:
+    """``reverse <text>``, ``run <command>``, ``mars time``: one tool call; after its result,
+    the answer quotes it."""
+    if req.last_tool_results:
+        return Reply(text="done: " + " | ".join(req.last_tool_results))
+    text = req.last_user_text
+    if text.startswith("reverse "):
+        return Reply(tool_calls=[("reverse_text", {"text": text[8:]})])
+    if text.startswith("run "):
+        return Reply(tool_calls=[("exec", {"command": text[4:]})])
+    if text == "mars time":
+        return Reply(tool_calls=[("get_time", {"timezone": "Mars/Olympus"})])
+    return Reply(text="hello")
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path) -> Path:
+    """The test plugin package, built and installed by pip into a directory of its own (from
+    a copy: the build leaves files next to its sources)."""
+    source = tmp_path / "src"
+    shutil.copytree(PACKAGE, source)
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"),
+            *("--no-deps", "--no-build-isolation", "--no-index", "--target", str(target)),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+    )
+    return target
+
+
+@pytest.fixture
+def services(
+    tmp_path: Path, nats_url: str, database_url: str, plugin_path: Path
+) -> Iterator[ServiceProcesses]:
+    journal = tmp_path / "journal.jsonl"
+    env = {
+        "PYTHONPATH": str(plugin_path),
+        "SB_PLUGINS": json.dumps(["sbtest", "sbflaky", "sbstrict", "sbbroken", "sbmissing"]),
+        "SB_PLUGINS_CONFIG": json.dumps(
+            {
+                "sbtest": {
+                    "journal": str(journal),
+                    "blocked_tool": "exec",
+                    "rewrite_to": "Asia/Tokyo",
+                },
+                "sbstrict": {"level": "high"},
+            }
+        ),
+        "SB_HOOK_TIMEOUT_S": "1",
+    }
+    with with_fake_model(tmp_path / "home", nats_url, database_url, script, env) as procs:
+        procs.journal = journal  # type: ignore[attr-defined]
+        yield procs
+
+
+def agent_ops(procs: ServiceProcesses, path: str) -> httpx.Response:
+    return httpx.get(f"http://127.0.0.1:{procs.ops_ports['agent']}{path}", timeout=5)
+
+
+def journal(procs: ServiceProcesses) -> list[dict[str, Any]]:
+    path: Path = procs.journal  # type: ignore[attr-defined]
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def events(procs: ServiceProcesses, name: str) -> list[dict[str, Any]]:
+    return [e for e in journal(procs) if e["event"] == name]
+
+
+def ask(procs: ServiceProcesses, key: str, text: str) -> str:
+    with helpers.client(procs.url, procs.token) as c:
+        r = c.post(f"/api/sessions/{key}/messages", json={"text": text})
+        assert r.status_code in (200, 202), r.text
+        return str(wait_for(lambda: final_text(c, key), timeout=60, what=f"the reply to {text}"))
+
+
+def test_plugins_load_or_are_reported_and_hooks_see_a_chat_run(
+    services: ServiceProcesses,
+) -> None:
+    ready = agent_ops(services, "/readyz")
+    assert ready.status_code == 200, ready.text  # the broken plugins do not stop the agent
+    plugins = ready.json()["details"]["plugins"]
+    assert plugins["sbtest"] == {
+        "state": "loaded",
+        "version": "0.1.0",
+        "provides": ["hooks", "tools"],
+    }
+    assert plugins["sbflaky"]["state"] == "loaded"
+    assert plugins["sbbroken"] == {"state": "failed", "detail": "failed to import (RuntimeError)"}
+    assert plugins["sbstrict"] == {
+        "state": "failed",
+        "detail": "SB_PLUGINS_CONFIG is invalid at level: it fails the schema's 'type' rule",
+    }
+    assert plugins["sbmissing"]["state"] == "not_installed"
+    assert "high" not in ready.text  # a configuration value is never echoed
+
+    # A Telegram DM: the plugin's tool runs; every hook sees the run; the flaky hooks fail.
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    publish_dm(services.nats_url, "reverse stressed", "pl-1")
+    [(_, reply)] = wait_for(lambda: parts(services.nats_url), timeout=60, what="the reply")
+    assert reply.text == "done: desserts"
+    first = llm.calls[0].request
+    assert "reverse_text" in first.tools
+    assert first.system.endswith(PROMPT_MARK)  # before_model_call rewrote the request
+    key = "main:telegram:4242"
+    wait_for(lambda: events(services, "session_end"), timeout=30, what="session_end")
+    names = [e["event"] for e in journal(services)]
+    assert names[:2] == ["session_start", "message_received"]
+    assert names[-1] == "session_end"
+    assert names.count("before_model_call") == 2
+    [received] = events(services, "message_received")
+    assert (received["session_key"], received["text"]) == (key, "reverse stressed")
+    [after] = events(services, "after_tool_call")
+    assert (after["name"], after["content"], after["is_error"]) == (
+        "reverse_text",
+        "desserts",
+        False,
+    )
+    [sent] = events(services, "message_sent")
+    assert (sent["channel"], sent["chat_id"], sent["text"]) == (
+        "telegram",
+        "4242",
+        "done: desserts",
+    )
+    metrics = agent_ops(services, "/metrics").text
+    assert (
+        metric(metrics, "sb_agent_hook_errors_total", plugin="sbflaky", hook="after_tool_call") == 1
+    )
+    # message_sent never returns: the 1 s deadline ended it.
+    assert metric(metrics, "sb_agent_hook_errors_total", plugin="sbflaky", hook="message_sent") == 1
+    assert (
+        metric(metrics, "sb_agent_hook_errors_total", plugin="sbtest", hook="after_tool_call") == 0
+    )
+
+
+def test_before_tool_call_blocks_one_call_and_rewrites_another(
+    services: ServiceProcesses,
+) -> None:
+    workspace = Path(services.env["SB_WORKSPACES_DIR"]) / "main"
+    blocked = ask(services, "main:api:guarded", "run touch hooked-marker")
+    # The model reads the refusal as the call's tool error (OpenAI's wire: "Error: ...").
+    assert blocked == "done: Error: Tool call blocked: exec is switched off by the sbtest plugin."
+    assert not (workspace / "hooked-marker").exists()  # the executor never saw it
+    [call] = events(services, "before_tool_call")
+    assert call == {
+        "event": "before_tool_call",
+        "tool": "exec",
+        "args": {"command": "touch hooked-marker"},
+    }
+
+    rewritten = ask(services, "main:api:mars", "mars time")
+    # Without the rewrite the executor would refuse "Mars/Olympus" (not a time zone).
+    assert rewritten.startswith("done: ") and rewritten.endswith(", Asia/Tokyo)")
+    outcome = events(services, "after_tool_call")[-1]
+    assert outcome["name"] == "get_time" and outcome["is_error"] is False

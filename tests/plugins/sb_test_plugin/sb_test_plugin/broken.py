@@ -1,0 +1,3 @@
+"""``sbbroken``: raises while it is imported."""
+
+raise RuntimeError("sbbroken cannot be imported")
