@@ -1,5 +1,6 @@
-"""System prompt assembly: identity, the agent workspace's bootstrap files, then the runtime
-facts of this run (time in the agent's time zone, model, channel, session kind).
+"""System prompt assembly: identity, the agent workspace's bootstrap files, its skills (names and
+descriptions, :mod:`.agent_skills`), then the runtime facts of this run (time in the agent's
+time zone, model, channel, session kind).
 
 The prompt is built stable part first: the identity and the files change only when someone
 edits a file, the runtime part changes every run. :attr:`Prompt.stable_chars` marks the
