@@ -16,6 +16,7 @@ from .budget import BudgetSettings
 from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
+from .subagent_config import SubagentSettings
 from .toolgate import ToolRules
 
 
@@ -29,7 +30,13 @@ def check_timezone(zone: str) -> None:
 
 
 class AgentSettings(
-    CommonSettings, DatabaseSettings, ModelSettings, RpcSettings, FailoverSettings, BudgetSettings
+    CommonSettings,
+    DatabaseSettings,
+    ModelSettings,
+    RpcSettings,
+    FailoverSettings,
+    BudgetSettings,
+    SubagentSettings,
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)

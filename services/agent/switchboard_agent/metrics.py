@@ -46,3 +46,7 @@ BUDGET_STOPS = Counter(
 USAGE_WRITE_ERRORS = Counter(
     "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
 )
+# Sub-agents (subagents.py): children started, and how the waited-for and background ones ended.
+SUBAGENTS = Counter(
+    "sb_agent_subagents_total", "Sub-agent children by mode and outcome", ["mode", "outcome"]
+)

@@ -36,7 +36,9 @@ from .session_admin import SessionAdmin
 from .session_commands import SessionCommands
 from .session_models import SessionModels
 from .sessions_api import SessionsService
+from .sessions_tools import session_tools
 from .store import SessionStore
+from .subagents import Subagents
 from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
 from .usage import UsageStore
@@ -98,12 +100,14 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         memory = _memory(settings, rt)
         media = _media(settings, rt)
         model, no_model_reply = await choosing
+        subagents = Subagents(rt.js, rt.subjects, pool, settings)
         local = LocalTools(
             [
                 MessageTool(outbound, settings.message_targets, media.client if media else None),
                 *(memory.tools() if memory else []),
                 *_cron(settings, rt, outbound),
                 *([ImageTool(media, model)] if media else []),
+                *session_tools(subagents, store),
             ]
         )
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
@@ -156,6 +160,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             models,
             Accounting(UsageStore(pool), settings.budget, settings.prices),
         )
+        runner.after_commit = subagents.committed
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),
             f"{rt.instance}-{uuid.uuid4().hex[:8]}",
@@ -183,5 +188,6 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         await lanes.running.listen(rt.nc, rt.subjects)
         lanes.saturated = lambda: worker.saturated
         gate.while_waiting = worker.lend_slot
+        subagents.lend = worker.lend_slot
         log.info("agent ready")
         await rt.wait_stopped()
