@@ -611,7 +611,9 @@ class FakeLLM:
     ``require_key``: answer 401 (in the provider's error shape) unless the request carries this
     key (``x-api-key`` or ``Authorization: Bearer``). ``stream_delay_s``: pause between streamed
     events (default 0: the whole stream is written at once). ``text_chunks``/``arg_chunks``:
-    into how many deltas text and tool arguments are split.
+    into how many deltas text and tool arguments are split. ``threaded``: run the script in a
+    worker thread, so that it may block (e.g. a handshake that only requests in flight at the
+    same time can pass); it must then be thread-safe.
     """
 
     def __init__(
@@ -625,8 +627,10 @@ class FakeLLM:
         stream_delay_s: float = 0.0,
         text_chunks: int = 4,
         arg_chunks: int = 3,
+        threaded: bool = False,
     ) -> None:
         self.script: Script = script or tool_then_text()
+        self.threaded = threaded
         self.require_key = require_key
         self.host = host
         self.port = port
@@ -838,7 +842,10 @@ class FakeLLM:
         if failure is not None:
             return reject(failure.status, failure.message, failure.code, failure.retry_after)
         try:
-            reply = self.script(fake)
+            if self.threaded:
+                reply = await asyncio.to_thread(self.script, fake)
+            else:
+                reply = self.script(fake)
         except Exception as exc:  # a broken script: make it visible in the client error
             log.exception("fake LLM script failed")
             with self._cond:

@@ -117,6 +117,9 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             f"{p}.events.>",
             f"{p}.outbound.>",
             s.runs_abort(),  # Sessions.Abort/Delete and /stop reach the run's replica
+            # Sub-agents (sessions_spawn): a child's task, its result announced to the parent,
+            # sessions_send: appended to those sessions' lanes (no route to resolve).
+            f"{p}.lane.>",
         ]
         subscribe += [
             f"{p}.lane.>",

@@ -18,6 +18,7 @@ from .budget import BudgetSettings
 from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
+from .subagent_config import SubagentSettings
 from .toolgate import ToolRules
 
 
@@ -39,6 +40,7 @@ class AgentSettings(
     BudgetSettings,
     SkillSettings,  # SB_SKILLS_DIRS (agent_skills.py)
     PluginSettings,  # SB_PLUGINS, SB_PLUGINS_CONFIG (plugin_host.py)
+    SubagentSettings,
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)

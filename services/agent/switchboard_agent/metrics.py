@@ -51,3 +51,7 @@ HOOK_ERRORS = Counter(
     "Plugin hooks that raised, timed out or returned what they may not",
     ["plugin", "hook"],
 )
+# Sub-agents (subagents.py): children started, and how the waited-for and background ones ended.
+SUBAGENTS = Counter(
+    "sb_agent_subagents_total", "Sub-agent children by mode and outcome", ["mode", "outcome"]
+)

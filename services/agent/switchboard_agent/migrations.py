@@ -123,4 +123,33 @@ MIGRATIONS = [
         CREATE INDEX usage_by_run ON agent.usage (run_id);
         """,
     ),
+    # Sub-agents (subagent_store.py): the children a run spawned, their mode and whether they
+    # finished; the origin is the parent run's lane item (where a background result goes).
+    # Usage gets the root session of its session key, so a budget counts a conversation's
+    # sub-agents with it (usage.py).
+    Migration(
+        6,
+        "sub-agents, usage by root session",
+        """
+        CREATE TABLE agent.subagents (
+            child_key text PRIMARY KEY,
+            parent_key text NOT NULL,
+            agent text NOT NULL,
+            parent_run_id text NOT NULL,
+            message_id text NOT NULL,
+            label text NOT NULL DEFAULT '',
+            task text NOT NULL,
+            mode text NOT NULL,
+            status text NOT NULL DEFAULT 'running',
+            origin bytea NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            finished_at timestamptz
+        );
+        CREATE INDEX subagents_by_parent ON agent.subagents (parent_key, created_at);
+        CREATE INDEX subagents_by_run ON agent.subagents (parent_run_id);
+        ALTER TABLE agent.usage ADD COLUMN root_key text
+            GENERATED ALWAYS AS (split_part(session_key, ':sub:', 1)) STORED;
+        CREATE INDEX usage_by_root ON agent.usage (root_key);
+        """,
+    ),
 ]

@@ -24,8 +24,11 @@ from .chunker import chunk_text
 log = logging.getLogger(__name__)
 
 # Replies of these channels travel back on the request (its response or SSE/WebSocket events);
-# a scheduled job's ("cron") goes to its deliver_to chat, if it names one, else nowhere.
-EVENT_ONLY_CHANNELS = frozenset({"api", "openai", "webchat", "hooks", "cron"})
+# a scheduled job's ("cron") goes to its deliver_to chat, if it names one, else nowhere; a
+# sub-agent's ("subagent") and a sessions_send message's ("session") stay in their session.
+EVENT_ONLY_CHANNELS = frozenset(
+    {"api", "openai", "webchat", "hooks", "cron", "subagent", "session"}
+)
 DEFAULT_ACCOUNT = "default"
 REPUBLISH_MARGIN_S = 60.0  # republish only this far inside the dedupe window
 subject_token = bus.subject_token

@@ -44,7 +44,7 @@ TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "group:web": ("web_fetch", "web_search"),
     "group:time": ("get_time",),
     "group:memory": ("memory_search", "memory_get", "memory_store"),
-    "group:sessions": ("sessions_list", "sessions_history", "sessions_spawn"),
+    "group:sessions": ("sessions_list", "sessions_history", "sessions_spawn", "sessions_send"),
     "group:messaging": ("message",),
     "group:automation": ("cron",),
     "group:media": ("image",),
@@ -75,7 +75,13 @@ PROFILES: dict[str, tuple[str, ...]] = {
 
 TOOL_ALIASES: dict[str, str] = {"bash": "exec", "shell": "exec", "apply-patch": "apply_patch"}
 
-DEFAULT_SUBAGENT_DENY: tuple[str, ...] = ("sessions_spawn", "cron", "memory_store", "message")
+DEFAULT_SUBAGENT_DENY: tuple[str, ...] = (
+    "sessions_spawn",
+    "sessions_send",
+    "cron",
+    "memory_store",
+    "message",
+)
 
 _CONFIG_KEYS = ("profile", "allow", "deny")
 _UNRESTRICTED = "no allow list and no deny entry matches"

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
 
 
+AfterCommit = Callable[[messages_pb2.LaneItem, str | None, str], Awaitable[None]]
+
+
 def iteration_limit_note(limit: int) -> str:
     """The runner's closing note when a run reached the iteration limit (SB_MAX_ITERATIONS)."""
     return f"[stopped after {limit} model calls]"
@@ -99,6 +103,9 @@ class Runner:
         self.models = models  # a session's own model (/model); None: always self.model
         self.accounting = accounting  # usage per call and SB_BUDGET limits (budget.py)
         self.hooks = hooks or Hooks()  # plugins' lifecycle hooks (hooks.py)
+        # Called after a run committed (its item, reply text, status), and for a replayed
+        # item whose run was committed before (text None): sub-agent results (subagents.py).
+        self.after_commit: AfterCommit | None = None
 
     async def run(
         self,
@@ -170,6 +177,8 @@ class Runner:
             if self.memory is not None and record.status == "completed":
                 asked = "\n".join(p.item.message.text for p in batch.items)
                 self.memory.after_commit(item.agent, key, run_id, asked, text)
+            if self.after_commit is not None:
+                await self.after_commit(item, text, record.status)
             if record.status != "completed":
                 span.set_status(Status(StatusCode.ERROR, record.status))
             log.info(
@@ -201,6 +210,8 @@ class Runner:
         """A replayed item whose run is committed: publish its reply parts again; the OUTBOUND
         stream drops the ones that went out before (``Nats-Msg-Id = <run id>:<part>``), so a
         reply lost by an owner that died after its commit is delivered exactly once."""
+        if self.after_commit is not None:
+            await self.after_commit(item, None, "")
         if self.outbound is None or not self.outbound.delivers_reply(item.message):
             return
         found = await committed_reply(

@@ -41,7 +41,9 @@ from .session_admin import SessionAdmin
 from .session_commands import SessionCommands
 from .session_models import SessionModels
 from .sessions_api import SessionsService
+from .sessions_tools import session_tools
 from .store import SessionStore
+from .subagents import Subagents
 from .toolgate import ToolGate
 from .tools_client import ToolDispatcher
 from .usage import UsageStore
@@ -106,12 +108,14 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         # Skills: a skill's env requirements are checked against this process's environment.
         catalog = SkillCatalog(settings.skills_dirs, os.environ)
         skills = AgentSkills(catalog, settings.workspace_root(), settings.skill_max_chars)
+        subagents = Subagents(rt.js, rt.subjects, pool, settings)
         own = [
             MessageTool(outbound, settings.message_targets, media.client if media else None),
             *(memory.tools() if memory else []),
             *_cron(settings, rt, outbound),
             *([ImageTool(media, model)] if media else []),
             SkillReadTool(skills),
+            *session_tools(subagents, store),
         ]
         hooks = Hooks(settings.hook_timeout_s)
         reserved = [t.spec.name for t in own]
@@ -171,6 +175,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             Accounting(UsageStore(pool), settings.budget, settings.prices),
             hooks,
         )
+        runner.after_commit = subagents.committed
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),
             f"{rt.instance}-{uuid.uuid4().hex[:8]}",
@@ -198,5 +203,6 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         await lanes.running.listen(rt.nc, rt.subjects)
         lanes.saturated = lambda: worker.saturated
         gate.while_waiting = worker.lend_slot
+        subagents.lend = worker.lend_slot
         log.info("agent ready")
         await rt.wait_stopped()

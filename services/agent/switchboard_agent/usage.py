@@ -81,13 +81,16 @@ _FILTER = (
     " AND ($3 = '' OR session_key = $3) AND ($4 = '' OR run_id = $4)"
 )
 _TODAY = "(now() AT TIME ZONE 'UTC')::date"  # the database's clock, as the day column's default
+# A session's usage is its conversation's: the root session and all its sub-agents (the
+# generated column root_key, migration 6), so a child's calls count toward its parent's budget.
+_ROOT = "root_key = split_part($1, ':sub:', 1)"
 _SPENT = (
     "SELECT"
-    " coalesce(sum(input_tokens + output_tokens) FILTER (WHERE session_key = $1), 0) AS st,"
-    " coalesce(sum(cost_usd) FILTER (WHERE session_key = $1), 0) AS sc,"
+    f" coalesce(sum(input_tokens + output_tokens) FILTER (WHERE {_ROOT}), 0) AS st,"
+    f" coalesce(sum(cost_usd) FILTER (WHERE {_ROOT}), 0) AS sc,"
     f" coalesce(sum(input_tokens + output_tokens) FILTER (WHERE agent = $2 AND day = {_TODAY}),"
     f" 0) AS at, coalesce(sum(cost_usd) FILTER (WHERE agent = $2 AND day = {_TODAY}), 0) AS ac"
-    f" FROM agent.usage WHERE session_key = $1 OR (agent = $2 AND day = {_TODAY})"
+    f" FROM agent.usage WHERE {_ROOT} OR (agent = $2 AND day = {_TODAY})"
 )
 
 
@@ -121,7 +124,8 @@ class UsageStore:
         )
 
     async def spent(self, session_key: str, agent: str) -> Spent:
-        """The session's usage in all and its agent's today (UTC, by the database's clock)."""
+        """The session's usage in all (with its root's and every sub-agent's of that root) and
+        its agent's today (UTC, by the database's clock)."""
         row = await self.pool.fetchrow(_SPENT, session_key, agent)
         return Spent(int(row["st"]), float(row["sc"]), int(row["at"]), float(row["ac"]))
 

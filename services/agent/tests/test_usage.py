@@ -76,6 +76,23 @@ async def test_session_and_daily_limits_count_every_call_at_once(store: SessionS
     assert "agent 'spender' today has used $0.02 of its $0.01" in stop.message
 
 
+async def test_a_sub_agents_usage_counts_toward_its_root_session(store: SessionStore) -> None:
+    """A child's (and grandchild's) calls count in the whole conversation's session budget; a
+    session whose key merely starts like the root's does not."""
+    usage = UsageStore(store.pool)
+    root, child = "main:api:a", "main:api:a:sub:1"
+    await usage.add("r1", root, "main", "openai:gpt-x", Usage(100, 0), 0.0)
+    await usage.add("r2", child, "main", "openai:gpt-x", Usage(1000, 0), 0.0)
+    await usage.add("r3", f"{child}:sub:2", "main", "openai:gpt-x", Usage(10_000, 0), 0.0)
+    await usage.add("r4", "main:api:ab", "main", "openai:gpt-x", Usage(5, 0), 0.0)
+    assert (await usage.spent(root, "main")).session_tokens == 11_100
+    assert (await usage.spent(child, "main")).session_tokens == 11_100
+    assert (await usage.spent("main:api:ab", "main")).session_tokens == 5
+    acc = accounting(store, session_tokens=11_000)
+    stop = await acc.check(run(root))
+    assert stop is not None and stop.limit == "session_tokens"
+
+
 async def test_sessions_usage_and_list(store: SessionStore) -> None:
     acc = accounting(store)
     await acc.add(run(), "openai:gpt-x", Usage(1000, 500))  # $0.002 + $0.004
