@@ -13,6 +13,7 @@ from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings
 
 from .approval_rules import ApprovalRules
 from .budget import BudgetSettings
+from .compaction_config import CompactionSettings
 from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
@@ -29,7 +30,13 @@ def check_timezone(zone: str) -> None:
 
 
 class AgentSettings(
-    CommonSettings, DatabaseSettings, ModelSettings, RpcSettings, FailoverSettings, BudgetSettings
+    CommonSettings,
+    DatabaseSettings,
+    ModelSettings,
+    RpcSettings,
+    FailoverSettings,
+    BudgetSettings,
+    CompactionSettings,
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)

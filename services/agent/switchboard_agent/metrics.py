@@ -46,3 +46,14 @@ BUDGET_STOPS = Counter(
 USAGE_WRITE_ERRORS = Counter(
     "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
 )
+# Compaction (compaction.py).
+COMPACTIONS = Counter(
+    "sb_agent_compactions_total",
+    "Transcripts compacted (threshold, overflow, manual)",
+    ["reason"],
+)
+FLUSHED_FACTS = Counter(
+    "sb_agent_memory_flush_facts_total",
+    "Facts stored by the memory flush before a compaction (memory, file)",
+    ["to"],
+)

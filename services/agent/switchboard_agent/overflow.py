@@ -15,7 +15,7 @@ from typing import Any
 
 from .providers.base import ModelRequest
 
-__all__ = ["OMITTED_NOTE", "compact_for_retry"]
+__all__ = ["OMITTED_NOTE", "compact_for_retry", "is_fresh_user"]
 
 OMITTED_NOTE = (
     "[Earlier turns of this conversation were left out of this request because it did not fit "
@@ -24,7 +24,7 @@ OMITTED_NOTE = (
 _TEXT_CAP = 4000  # chars kept of each long block when even the last turn alone is too long
 
 
-def _is_fresh_user(message: dict[str, Any]) -> bool:
+def is_fresh_user(message: dict[str, Any]) -> bool:
     """A user turn that is not (only) tool results: a conversation may start there."""
     if message.get("role") != "user":
         return False
@@ -46,7 +46,7 @@ def compact_for_retry(request: ModelRequest) -> ModelRequest:
     """``request`` with about the older half of its messages dropped (at a user-turn
     boundary); when there is no such boundary, long text and tool results are clipped."""
     messages = request.messages
-    cuts = [i for i, m in enumerate(messages) if i > 0 and _is_fresh_user(m)]
+    cuts = [i for i, m in enumerate(messages) if i > 0 and is_fresh_user(m)]
     half = len(messages) // 2
     later = [i for i in cuts if i >= half]
     cut = later[0] if later else (cuts[-1] if cuts else 0)

@@ -24,6 +24,7 @@ from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
 from .budget import Accounting
+from .compaction import Compactor
 from .events import RunEvents
 from .failover import ModelRouter
 from .heartbeat import is_heartbeat, silent_heartbeat
@@ -78,6 +79,7 @@ class Runner:
         prompts: PromptBuilder | None = None,
         models: SessionModels | None = None,
         accounting: Accounting | None = None,
+        compaction: Compactor | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -96,6 +98,7 @@ class Runner:
         self.prompts = prompts or PromptBuilder(WorkspaceFiles(workspace_root, seed=False))
         self.models = models  # a session's own model (/model); None: always self.model
         self.accounting = accounting  # usage per call and SB_BUDGET limits (budget.py)
+        self.compaction = compaction  # pruning, compaction, memory flush (compaction.py)
 
     async def run(
         self,
@@ -285,6 +288,9 @@ class Runner:
         if isinstance(model, ModelRouter):
             model = model.bind(item.agent, events)
         record.model = f"{model.provider}:{model.model}"
+        compaction = (
+            self.compaction.begin(turn, model, history, system, specs) if self.compaction else None
+        )
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
@@ -315,13 +321,17 @@ class Runner:
                         record.messages.append(await self._user_turn(steered))
                 request = ModelRequest(
                     system=system,
-                    messages=history + record.messages,
+                    messages=await compaction.messages()
+                    if compaction
+                    else history + record.messages,
                     tools=specs,
                     max_tokens=self.max_tokens,
                     cache_prefix_chars=prompt.stable_chars,
                 )
                 response = await self._call_model(request, events, reply, model)
                 record.model = f"{model.provider}:{model.model}"
+                if compaction is not None:
+                    compaction.observe(response.usage)
                 if self.accounting is not None:
                     await self.accounting.add(record, record.model, response.usage)
                 record.input_tokens += response.usage.input_tokens

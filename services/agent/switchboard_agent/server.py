@@ -19,6 +19,8 @@ from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
 from .budget import Accounting
 from .chat_approvals import ChatDecisions
+from .compaction import Compactor
+from .compaction_store import CompactionStore
 from .config import AgentSettings
 from .cron_tool import CronTool
 from .failover_config import choose_router
@@ -108,12 +110,29 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         )
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
         models = SessionModels(settings, model, settings.model_choices)
+        accounting = Accounting(UsageStore(pool), settings.budget, settings.prices)
+        prompts = PromptBuilder(
+            WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
+            settings.timezone,
+            settings.agent_timezones,
+        )
+        compactor = Compactor(
+            settings,
+            CompactionStore(pool),
+            rules,
+            local,
+            settings.memory_scope,
+            settings.workspace_root(),
+            prompts.zone,
+            settings.max_tokens,
+            accounting,
+        )
         await rt.serve_grpc(
             settings.agent_grpc_host,
             settings.agent_grpc_port,
             rpc.Servicer(
                 sessions_pb2_grpc.add_SessionsServicer_to_server,
-                SessionsService(store, admin, models, UsageStore(pool)),
+                SessionsService(store, admin, models, UsageStore(pool), compactor),
             ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,
@@ -148,13 +167,10 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             local,
             memory,
             media,
-            PromptBuilder(
-                WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
-                settings.timezone,
-                settings.agent_timezones,
-            ),
+            prompts,
             models,
-            Accounting(UsageStore(pool), settings.budget, settings.prices),
+            accounting,
+            compactor,
         )
         leases = Leases(
             await rt.js.key_value(rt.subjects.lease_bucket),
