@@ -1,11 +1,12 @@
-"""What a model call does when the provider says the context is too long: the seam.
+"""What a model call does when the provider says the context is too long, when compaction
+cannot help: the fallback.
 
-:func:`compact_for_retry` is the one function the failover (failover.py) calls before its single
-retry. Today it is the simplest honest thing: this call's context keeps the system prompt and
-the recent tail of the conversation, starting at a user turn (never at a tool result whose
-tool_use was dropped), and says in the system prompt that earlier turns were left out. The
-stored transcript is not touched. Compaction with a memory flush (DESIGN section 14) replaces
-this function.
+A run's failover (failover.py, ``RoutedModel.on_overflow``) compacts the session for real
+(compaction.py) before its single retry; :func:`compact_for_retry` is what the retry carries
+when there is nothing older to compact (one long run), the compaction failed, or no run is
+behind the call: the system prompt and the recent tail of the conversation, starting at a
+user turn (never at a tool result whose tool_use was dropped), and a note in the system prompt
+that earlier turns were left out. The stored transcript is not touched.
 """
 
 from __future__ import annotations
