@@ -40,8 +40,8 @@ def script(req: FakeRequest) -> Reply:
             return Reply(text="nothing to store")
         return Reply(tool_calls=[("memory_store", {"text": f}) for f in found])
     if SUMMARISE in req.system:
-        found = "".join(f" FACT: {f}." for f in facts(req.last_user_text))
-        return Reply(text=f"SUMMARY: a long talk with filler.{found}")
+        kept = "".join(f" FACT: {f}." for f in facts(req.last_user_text))
+        return Reply(text=f"SUMMARY: a long talk with filler.{kept}")
     if req.last_tool_results:
         return Reply(text="Tool said: " + " ".join(r[:200] for r in req.last_tool_results))
     text = req.last_user_text
