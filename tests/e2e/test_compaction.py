@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.helpers import EventTap, client, history, metric
+from tests.e2e.chat import answer_to, say
+from tests.e2e.helpers import EventTap, client, history, metric, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, RecordedCall, Reply
+from tests.support.services import ServiceProcesses, with_fake_model
 from tests.support.stack import Stack, start_stack, stop_stack
 
 WINDOW = 12_000  # tokens, both models
@@ -277,3 +280,45 @@ def test_the_flush_obeys_the_sessions_tool_policy(stack: Stack, llm: FakeLLM) ->
     ]
     found = invoke(stack, "memory_search", {"query": "cat called Pixel"}, "main:api:x")
     assert "Pixel" not in found, found
+
+
+class AgentWithoutMemory(ServiceProcesses):
+    """Every service, the agent told there is no memory service (the gateway still has it)."""
+
+    def _spawn(
+        self, name: str, service: str | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        none = {"SB_MEMORY_ADDR": ""} if (service or name) == "agent" else {}
+        super()._spawn(name, service, {**(env or {}), **none})
+
+
+def test_compact_in_a_chat_flushes_to_the_memory_file_without_memory(
+    tmp_path: Path, nats_url: str, database_url: str
+) -> None:
+    """Every service a process, the agent without memory (SB_MEMORY_ADDR=""): ``/compact`` from
+    a Telegram DM answers at once; the flush appends the fact to memory/YYYY-MM-DD.md in the
+    agent's workspace and the next request opens with the summary."""
+    owner = "5151"
+    key = f"main:telegram:{owner}"
+    with with_fake_model(tmp_path, nats_url, database_url, script, {}, AgentWithoutMemory) as p:
+        llm: FakeLLM = p.llm  # type: ignore[attr-defined]
+        with client(p.url, p.token) as c:
+            say(p.nats_url, owner, "FACT: My dentist is Dr Ortiz. hello", "cc-1")
+            wait_for(lambda: len(history(c, key)) == 2, timeout=60, what="the first reply")
+            say(p.nats_url, owner, "second", "cc-2")
+            wait_for(lambda: len(history(c, key)) == 4, timeout=60, what="the second reply")
+            say(p.nats_url, owner, "/compact", "cc-3")
+            assert answer_to(p.nats_url, "cc-3").startswith("Compacting this conversation")
+        memory = Path(p.env["SB_WORKSPACES_DIR"]) / "main" / "memory"
+
+        def stored() -> str:
+            return "".join(f.read_text() for f in memory.glob("*.md")) if memory.is_dir() else ""
+
+        written = wait_for(lambda: "My dentist is Dr Ortiz" in stored() and stored(), 60)
+        assert f"session {key}" in written
+        wait_for(lambda: [c for c in llm.calls if SUMMARISE in c.request.system], 60)
+        say(p.nats_url, owner, "third", "cc-4")
+        [call] = wait_for(lambda: turns_of(llm, "third"), 60, "the third turn's call")
+        opening = json.dumps(conversation(call)[0])
+        assert SUMMARY_HEAD in opening and "Dr Ortiz" in opening
+        assert "second" in json.dumps(conversation(call)[1])  # the last turn, kept

@@ -20,6 +20,7 @@ from .approvals_api import ApprovalsService, ToolAccessService
 from .budget import Accounting
 from .chat_approvals import ChatDecisions
 from .compaction import Compactor
+from .compaction_commands import CompactCommand
 from .compaction_store import CompactionStore
 from .config import AgentSettings
 from .cron_tool import CronTool
@@ -148,10 +149,12 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         gate.announce = ApprovalNotices(outbound, approvals)
         # "/approve <id>" in a chat: the router asks, any replica answers.
         await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
-        # "/new", "/reset", "/stop", "/status", "/model" in a chat: the router asks.
-        await SessionCommands(admin, models, settings.queue_mode, settings.approvers).subscribe(
-            rt.nc, rt.subjects
-        )
+        # "/new", "/reset", "/stop", "/status", "/model", "/compact" in a chat: the router asks.
+        compact = CompactCommand(compactor, models, rt.nc, rt.subjects)
+        rt.stack.push_async_callback(compact.close)
+        await SessionCommands(
+            admin, models, settings.queue_mode, settings.approvers, compact
+        ).subscribe(rt.nc, rt.subjects)
         runner = Runner(
             rt.nc,
             rt.subjects,
