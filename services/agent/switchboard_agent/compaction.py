@@ -41,7 +41,14 @@ from switchboard.v1 import messages_pb2
 from .budget import Accounting
 from .compaction_config import CompactionSettings
 from .compaction_store import Compaction, CompactionStore, summary_message
-from .context_view import ContextMeter, choose_cut, prune_tool_results, render, request_chars
+from .context_view import (
+    ContextMeter,
+    choose_cut,
+    message_chars,
+    prune_tool_results,
+    render,
+    request_chars,
+)
 from .events import RunEvents
 from .failover import ModelRouter, RoutedModel
 from .local_tools import LocalContext, LocalTools
@@ -292,8 +299,7 @@ class RunCompaction:
         self.turn = turn
         self.model = model
         self.history = history
-        self.system = system
-        self.specs = specs
+        self.fixed = request_chars(system, [], specs)  # the same for every call of the run
         self.chars = 0
         self.tried = False  # at most one threshold compaction per run
 
@@ -314,7 +320,7 @@ class RunCompaction:
     def _view(self) -> list[Message]:
         keep = self.compactor.settings.prune_tool_results_after
         view = prune_tool_results(self.history + self.turn.record.messages, keep)
-        self.chars = request_chars(self.system, view, self.specs)
+        self.chars = self.fixed + sum(message_chars(m) for m in view)
         return view
 
     async def messages(self) -> list[Message]:
