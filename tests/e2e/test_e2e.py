@@ -184,6 +184,10 @@ AUTHENTICATED = [
     ("POST", "/api/cron/{name}/run"),
     ("GET", "/api/media/{sha256}"),
     ("GET", "/api/usage"),
+    ("POST", "/api/sessions/{key}/reset"),
+    ("DELETE", "/api/sessions/{key}"),
+    ("POST", "/api/sessions/{key}/abort"),
+    ("POST", "/api/sessions/{key}/compact"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {

@@ -15,6 +15,7 @@ from switchboard.skills import SkillSettings
 
 from .approval_rules import ApprovalRules
 from .budget import BudgetSettings
+from .compaction_config import CompactionSettings
 from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
 from .policy import ToolPolicy
@@ -41,6 +42,7 @@ class AgentSettings(
     SkillSettings,  # SB_SKILLS_DIRS (agent_skills.py)
     PluginSettings,  # SB_PLUGINS, SB_PLUGINS_CONFIG (plugin_host.py)
     SubagentSettings,
+    CompactionSettings,
 ):
     agent_grpc_host: str = "127.0.0.1"  # Compose and Kubernetes open it
     agent_grpc_port: int = Field(default=50051, ge=0, le=65535)

@@ -7,8 +7,9 @@
   called again before its retry-after; when every model rests, the call waits for the first
   one to wake if that is at most ``max_wait_s`` away, and fails with the provider's message
   otherwise (a 429 saying "retry in 3 days" never parks a run).
-- Context overflow: the request is shrunk once (:func:`overflow.compact_for_retry`) and tried
-  again on the same model.
+- Context overflow: the request is shrunk once (``RoutedModel.on_overflow``: a run compacts its
+  session for real, compaction.py; else :func:`overflow.compact_for_retry`) and tried again on
+  the same model.
 - Nothing fails over once text has streamed to the user (it cannot be taken back).
 
 Each failover is a ``lifecycle``/``failover`` agent event, an ``sb.failover.*`` attribute and
@@ -43,6 +44,11 @@ __all__ = ["Failover", "ModelRouter", "RouterTuning", "failover_reason"]
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+Shrink = Callable[[ModelRequest], Awaitable[ModelRequest]]
+
+
+async def tail_only(request: ModelRequest) -> ModelRequest:
+    return compact_for_retry(request)
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,8 @@ class RoutedModel:
         self.ref = refs[0]
         self.provider, _, self.model = self.ref.partition(":")
         self.failovers: list[Failover] = []
+        # What a context overflow does to the request before its one retry.
+        self.on_overflow: Shrink = tail_only
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         router, tuning = self.router, self.router.tuning
@@ -215,7 +223,7 @@ class RoutedModel:
                     raise
                 if reason == "context_overflow":
                     shrunk = True
-                    request = compact_for_retry(request)
+                    request = await self.on_overflow(request)
                 router.rest(ref, profile, exc)
                 failed = (ref, profile, exc)
         assert failed is not None

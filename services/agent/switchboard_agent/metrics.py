@@ -55,3 +55,14 @@ HOOK_ERRORS = Counter(
 SUBAGENTS = Counter(
     "sb_agent_subagents_total", "Sub-agent children by mode and outcome", ["mode", "outcome"]
 )
+# Compaction (compaction.py).
+COMPACTIONS = Counter(
+    "sb_agent_compactions_total",
+    "Transcripts compacted (threshold, overflow, manual)",
+    ["reason"],
+)
+FLUSHED_FACTS = Counter(
+    "sb_agent_memory_flush_facts_total",
+    "Facts stored by the memory flush before a compaction (memory, file)",
+    ["to"],
+)

@@ -152,4 +152,28 @@ MIGRATIONS = [
         CREATE INDEX usage_by_root ON agent.usage (root_key);
         """,
     ),
+    # Compactions (compaction.py): a summary of the transcript's messages up to through_id,
+    # which the history loader returns in their place (store.transcript_at); the messages stay.
+    # A reset or delete removes the messages, and with them (the foreign key) their summary.
+    Migration(
+        7,
+        "transcript compactions",
+        """
+        CREATE TABLE agent.compactions (
+            id bigserial PRIMARY KEY,
+            session_key text NOT NULL,
+            epoch integer NOT NULL,
+            through_id bigint NOT NULL REFERENCES agent.messages (id) ON DELETE CASCADE,
+            summary text NOT NULL,
+            reason text NOT NULL,
+            messages integer NOT NULL,
+            tokens_before bigint NOT NULL,
+            tokens_after bigint NOT NULL,
+            facts_flushed integer NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX compactions_by_session ON agent.compactions (session_key, epoch, through_id);
+        CREATE INDEX compactions_by_message ON agent.compactions (through_id);
+        """,
+    ),
 ]

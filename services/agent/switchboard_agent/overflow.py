@@ -1,11 +1,12 @@
-"""What a model call does when the provider says the context is too long: the seam.
+"""What a model call does when the provider says the context is too long, when compaction
+cannot help: the fallback.
 
-:func:`compact_for_retry` is the one function the failover (failover.py) calls before its single
-retry. Today it is the simplest honest thing: this call's context keeps the system prompt and
-the recent tail of the conversation, starting at a user turn (never at a tool result whose
-tool_use was dropped), and says in the system prompt that earlier turns were left out. The
-stored transcript is not touched. Compaction with a memory flush (DESIGN section 14) replaces
-this function.
+A run's failover (failover.py, ``RoutedModel.on_overflow``) compacts the session for real
+(compaction.py) before its single retry; :func:`compact_for_retry` is what the retry carries
+when there is nothing older to compact (one long run), the compaction failed, or no run is
+behind the call: the system prompt and the recent tail of the conversation, starting at a
+user turn (never at a tool result whose tool_use was dropped), and a note in the system prompt
+that earlier turns were left out. The stored transcript is not touched.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from .providers.base import ModelRequest
 
-__all__ = ["OMITTED_NOTE", "compact_for_retry"]
+__all__ = ["OMITTED_NOTE", "compact_for_retry", "is_fresh_user"]
 
 OMITTED_NOTE = (
     "[Earlier turns of this conversation were left out of this request because it did not fit "
@@ -24,7 +25,7 @@ OMITTED_NOTE = (
 _TEXT_CAP = 4000  # chars kept of each long block when even the last turn alone is too long
 
 
-def _is_fresh_user(message: dict[str, Any]) -> bool:
+def is_fresh_user(message: dict[str, Any]) -> bool:
     """A user turn that is not (only) tool results: a conversation may start there."""
     if message.get("role") != "user":
         return False
@@ -46,7 +47,7 @@ def compact_for_retry(request: ModelRequest) -> ModelRequest:
     """``request`` with about the older half of its messages dropped (at a user-turn
     boundary); when there is no such boundary, long text and tool results are clipped."""
     messages = request.messages
-    cuts = [i for i, m in enumerate(messages) if i > 0 and _is_fresh_user(m)]
+    cuts = [i for i, m in enumerate(messages) if i > 0 and is_fresh_user(m)]
     half = len(messages) // 2
     later = [i for i in cuts if i >= half]
     cut = later[0] if later else (cuts[-1] if cuts else 0)

@@ -25,6 +25,7 @@ from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
 from .budget import Accounting
+from .compaction import Compactor
 from .events import RunEvents
 from .failover import ModelRouter
 from .heartbeat import is_heartbeat, silent_heartbeat
@@ -84,6 +85,7 @@ class Runner:
         models: SessionModels | None = None,
         accounting: Accounting | None = None,
         hooks: Hooks | None = None,
+        compaction: Compactor | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -106,6 +108,7 @@ class Runner:
         # Called after a run committed (its item, reply text, status), and for a replayed
         # item whose run was committed before (text None): sub-agent results (subagents.py).
         self.after_commit: AfterCommit | None = None
+        self.compaction = compaction  # pruning, compaction, memory flush (compaction.py)
 
     async def run(
         self,
@@ -301,6 +304,9 @@ class Runner:
         if isinstance(model, ModelRouter):
             model = model.bind(item.agent, events)
         record.model = f"{model.provider}:{model.model}"
+        compaction = (
+            self.compaction.begin(turn, model, history, system, specs) if self.compaction else None
+        )
         uses = pending_tool_uses(record.messages) if turn.resumed else []
         try:
             while True:
@@ -332,7 +338,9 @@ class Runner:
                         await self.hooks.message_received([p.item for p in steered])
                 request = ModelRequest(
                     system=system,
-                    messages=history + record.messages,
+                    messages=await compaction.messages()
+                    if compaction
+                    else history + record.messages,
                     tools=specs,
                     max_tokens=self.max_tokens,
                     cache_prefix_chars=prompt.stable_chars,
@@ -341,6 +349,8 @@ class Runner:
                 request = await self.hooks.before_model_call(run, request, record.iterations)
                 response = await self._call_model(request, events, reply, model)
                 record.model = f"{model.provider}:{model.model}"
+                if compaction is not None:
+                    compaction.observe(response.usage)
                 if self.accounting is not None:
                     await self.accounting.add(record, record.model, response.usage)
                 record.input_tokens += response.usage.input_tokens

@@ -22,6 +22,9 @@ from .approvals import ApprovalStore, ApprovalWaiter
 from .approvals_api import ApprovalsService, ToolAccessService
 from .budget import Accounting
 from .chat_approvals import ChatDecisions
+from .compaction import Compactor
+from .compaction_commands import CompactCommand
+from .compaction_store import CompactionStore
 from .config import AgentSettings
 from .cron_tool import CronTool
 from .failover_config import choose_router
@@ -124,12 +127,30 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         local = LocalTools([*own, *plugins.tools])
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
         models = SessionModels(settings, model, settings.model_choices)
+        accounting = Accounting(UsageStore(pool), settings.budget, settings.prices)
+        prompts = PromptBuilder(
+            WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
+            settings.timezone,
+            settings.agent_timezones,
+            skills.section,
+        )
+        compactor = Compactor(
+            settings,
+            CompactionStore(pool),
+            rules,
+            local,
+            settings.memory_scope,
+            settings.workspace_root(),
+            prompts.zone,
+            settings.max_tokens,
+            accounting,
+        )
         await rt.serve_grpc(
             settings.agent_grpc_host,
             settings.agent_grpc_port,
             rpc.Servicer(
                 sessions_pb2_grpc.add_SessionsServicer_to_server,
-                SessionsService(store, admin, models, UsageStore(pool)),
+                SessionsService(store, admin, models, UsageStore(pool), compactor),
             ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,
@@ -146,10 +167,12 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         gate.hooks = hooks
         # "/approve <id>" in a chat: the router asks, any replica answers.
         await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
-        # "/new", "/reset", "/stop", "/status", "/model" in a chat: the router asks.
-        await SessionCommands(admin, models, settings.queue_mode, settings.approvers).subscribe(
-            rt.nc, rt.subjects
-        )
+        # "/new", "/reset", "/stop", "/status", "/model", "/compact" in a chat: the router asks.
+        compact = CompactCommand(compactor, models, rt.nc, rt.subjects)
+        rt.stack.push_async_callback(compact.close)
+        await SessionCommands(
+            admin, models, settings.queue_mode, settings.approvers, compact
+        ).subscribe(rt.nc, rt.subjects)
         runner = Runner(
             rt.nc,
             rt.subjects,
@@ -165,15 +188,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             local,
             memory,
             media,
-            PromptBuilder(
-                WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
-                settings.timezone,
-                settings.agent_timezones,
-                skills.section,
-            ),
+            prompts,
             models,
-            Accounting(UsageStore(pool), settings.budget, settings.prices),
+            accounting,
             hooks,
+            compactor,
         )
         runner.after_commit = subagents.committed
         leases = Leases(

@@ -8,7 +8,9 @@ out here, because the agent holds what they change, and answers with the text fo
 - ``/stop``: interrupt the run in progress (:meth:`SessionAdmin.abort`);
 - ``/status``: the session, its model, queue mode, transcript size and usage since the reset;
 - ``/model``: show the model and the choices; ``/model provider:model`` picks one for this
-  session (checked against what is configured); ``/model default`` goes back.
+  session (checked against what is configured); ``/model default`` goes back;
+- ``/compact``: compact the conversation now (memory flush, summary: :mod:`compaction`); it
+  runs in the background (two model calls) and the answer says it started.
 
 Who may: in a direct conversation, its person (the router routed their own message to their
 own session); in a group, which has no single owner, only the operators in ``SB_APPROVERS``.
@@ -30,6 +32,7 @@ from switchboard.queue_modes import QueueMode
 from switchboard.sessions import parse_session_key
 from switchboard.v1 import sessions_pb2
 
+from .compaction_commands import CompactCommand
 from .metrics import SESSION_COMMANDS
 from .session_admin import SessionAdmin
 from .session_models import ModelChoiceError, SessionModels
@@ -37,7 +40,7 @@ from .session_models import ModelChoiceError, SessionModels
 log = logging.getLogger(__name__)
 
 QUEUE_GROUP = "agent-session-commands"
-COMMANDS = ("new", "reset", "stop", "status", "model")
+COMMANDS = ("new", "reset", "stop", "status", "model", "compact")
 DEFAULT = "default"
 RESET_TEXT = "Started a fresh conversation: earlier messages of this chat are forgotten."
 NOT_ALLOWED = "Only the operators of this assistant may use session commands in a group."
@@ -55,8 +58,10 @@ class SessionCommands:
         models: SessionModels,
         default_mode: QueueMode,
         approvers: Iterable[str] = (),
+        compact: CompactCommand | None = None,
     ) -> None:
         self.admin = admin
+        self.compact = compact
         self.models = models
         self.default_mode = default_mode
         self.approvers = frozenset(approvers)
@@ -95,6 +100,10 @@ class SessionCommands:
             return result("done", "Stopped." if stopped else "Nothing is running.")
         if request.command == "status":
             return result("done", await self.status(key.key))
+        if request.command == "compact":
+            if self.compact is None:
+                return result("invalid", "Compaction is not available here.")
+            return result("done", self.compact.start(key.key))
         return await self.model(key.key, key.root.agent or "main", request.args.strip())
 
     async def status(self, session_key: str) -> str:

@@ -1,5 +1,6 @@
 """gRPC Sessions service: sessions and transcripts (List, History), their settings (Patch),
-and Reset, Delete, Abort (what they mean for the lane: :mod:`session_admin`)."""
+and Reset, Delete, Abort (what they mean for the lane: :mod:`session_admin`), Compact
+(:mod:`compaction`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from switchboard.queue_modes import QueueMode
 from switchboard.sessions import parse_session_key, validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
+from .compaction import Compactor
 from .policy import PolicyError, ToolPolicy
 from .session_admin import SessionAdmin
 from .session_models import ModelChoiceError, SessionModels
@@ -53,11 +55,13 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         admin: SessionAdmin | None = None,
         models: SessionModels | None = None,
         usage: UsageStore | None = None,
+        compactor: Compactor | None = None,
     ) -> None:
         self.store = store
         self.admin = admin
         self.models = models
         self.usage = usage or UsageStore(store.pool)
+        self.compactor = compactor
 
     async def _admin(self, context: grpc.aio.ServicerContext) -> SessionAdmin:
         if self.admin is None:
@@ -90,6 +94,34 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         by = request.requested_by[:200] or "api"
         aborted = await (await self._admin(context)).abort(key, by)
         return sessions_pb2.AbortSessionResponse(session_key=key, aborted=aborted)
+
+    async def Compact(
+        self, request: sessions_pb2.CompactSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sessions_pb2.CompactSessionResponse:
+        key = await _valid_key(request.session_key, context)
+        if not 0 <= request.keep_turns <= 100:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "keep_turns must be 0-100")
+        admin = await self._admin(context)
+        if self.compactor is None or self.models is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not available on this server")
+        assert self.compactor is not None and self.models is not None
+        done = await self.compactor.compact_now(
+            key, request.keep_turns, self.models, admin.nc, admin.subjects
+        )
+        if done is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
+        assert done is not None
+        return sessions_pb2.CompactSessionResponse(
+            session_key=key,
+            compacted=done.compacted,
+            note=done.note,
+            messages_compacted=done.messages,
+            summary=done.summary,
+            facts_flushed=done.flush.stored,
+            flushed_to=done.flush.to,
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+        )
 
     async def Usage(
         self, request: sessions_pb2.UsageRequest, context: grpc.aio.ServicerContext

@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from .compaction_store import summary_message
+
 Message = dict[str, Any]
 
 
@@ -120,16 +122,22 @@ class SessionStore:
         return (await self.transcript_at(session_key))[1]
 
     async def transcript_at(self, session_key: str) -> tuple[int, list[Message]]:
-        """The session's transcript epoch and its messages, read together (one statement)."""
+        """The session's transcript epoch and its messages, read together (one statement).
+        A compacted transcript starts with its latest summary, then the messages after it
+        (compaction_store.py)."""
         rows = await self.pool.fetch(
-            "SELECT e.epoch, m.role, m.content FROM"
+            "SELECT e.epoch, c.summary, m.role, m.content FROM"
             " (SELECT coalesce((SELECT epoch FROM agent.sessions WHERE session_key = $1), 0)"
-            " AS epoch) AS e LEFT JOIN agent.messages m"
-            " ON m.session_key = $1 AND m.epoch = e.epoch ORDER BY m.id",
+            " AS epoch) AS e LEFT JOIN LATERAL (SELECT summary, through_id"
+            " FROM agent.compactions WHERE session_key = $1 AND epoch = e.epoch"
+            " ORDER BY through_id DESC LIMIT 1) AS c ON true LEFT JOIN agent.messages m"
+            " ON m.session_key = $1 AND m.epoch = e.epoch AND m.id > coalesce(c.through_id, 0)"
+            " ORDER BY m.id",
             session_key,
         )
         epoch = int(rows[0]["epoch"]) if rows else 0
-        return epoch, [
+        summary = [summary_message(rows[0]["summary"])] if rows and rows[0]["summary"] else []
+        return epoch, summary + [
             {"role": r["role"], "content": json.loads(r["content"])} for r in rows if r["role"]
         ]
 

@@ -1,5 +1,5 @@
 """Session endpoints: post a message into any session, read a session's transcript, change
-its settings, and reset, delete or abort it (the agent's Sessions gRPC)."""
+its settings, and reset, delete, abort or compact it (the agent's Sessions gRPC)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ router = APIRouter(prefix="/api/sessions")
 OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}
 # ... and Reset/Delete with NOT_FOUND for a session that does not exist.
 OURS_FOUND = {**OURS, grpc.StatusCode.NOT_FOUND: 404}
+COMPACT_TIMEOUT_S = 300.0  # a flush and a summary: two model calls
 
 
 class PatchSession(BaseModel):
@@ -32,6 +33,11 @@ class PatchSession(BaseModel):
     tool_policy: dict[str, Any] | None = None
     # "provider:model" the session uses instead of the agent's; "default" goes back to it.
     model: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class CompactSession(BaseModel):
+    # recent user turns kept as they are; absent: SB_COMPACTION_KEEP_TURNS
+    keep_turns: int | None = Field(default=None, ge=1, le=100)
 
 
 class PostMessage(BaseModel):
@@ -142,6 +148,36 @@ async def abort_session(key: str, request: Request) -> dict[str, Any]:
     except grpc.aio.AioRpcError as exc:
         raise agent_error(exc, "Sessions.Abort", OURS) from exc
     return {"session_key": reply.session_key, "aborted": reply.aborted}
+
+
+@router.post("/{key}/compact")
+async def compact_session(
+    key: str, request: Request, body: CompactSession | None = None
+) -> dict[str, Any]:
+    """Compact the transcript now: durable facts flushed to memory, older turns summarised
+    (two model calls: the answer can take a while)."""
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    keep = body.keep_turns if body is not None and body.keep_turns else 0
+    try:
+        reply = await stub.Compact(
+            sessions_pb2.CompactSessionRequest(
+                session_key=checked_session_key(key), keep_turns=keep
+            ),
+            timeout=COMPACT_TIMEOUT_S,
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise agent_error(exc, "Sessions.Compact", OURS_FOUND) from exc
+    return {
+        "session_key": reply.session_key,
+        "compacted": reply.compacted,
+        "note": reply.note,
+        "messages_compacted": reply.messages_compacted,
+        "summary": reply.summary,
+        "facts_flushed": reply.facts_flushed,
+        "flushed_to": reply.flushed_to,
+        "tokens_before": reply.tokens_before,
+        "tokens_after": reply.tokens_after,
+    }
 
 
 @router.get("/{key}/history")

@@ -99,6 +99,7 @@ def test_the_route_list_is_derived_from_the_app(gw: Gateway) -> None:
         ("POST", "/api/sessions/{key}/reset"),
         ("DELETE", "/api/sessions/{key}"),
         ("POST", "/api/sessions/{key}/abort"),
+        ("POST", "/api/sessions/{key}/compact"),
         ("GET", "/api/approvals"),
         ("POST", "/api/approvals/{approval_id}"),
         ("POST", "/tools/invoke"),

@@ -1,6 +1,6 @@
 """Session commands typed in a chat, answered without the lane and without the model:
 ``/new``, ``/reset`` (a fresh transcript), ``/stop`` (interrupt the run in progress),
-``/status`` and ``/model [provider:model]``.
+``/status``, ``/model [provider:model]`` and ``/compact`` (summarise the older turns now).
 
 The agent holds everything they read or change (transcripts, runs, the session's model), so
 the router only recognises them (first word of the text, any case, Telegram's
@@ -32,12 +32,12 @@ tracer = trace.get_tracer("switchboard.router")
 
 SESSION_COMMANDS = Counter(
     "sb_router_session_commands_total",
-    "Session commands (/new, /reset, /stop, /status, /model) passed to the agents, by outcome",
+    "Session commands (/new, /reset, /stop, /status, /model, /compact) passed to the agents",
     ["channel", "command", "outcome"],
 )
 MAX_ARGS = 200
 _COMMAND = re.compile(
-    r"\s*(?:@\S+\s+)*/(new|reset|stop|status|model)(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?",
+    r"\s*(?:@\S+\s+)*/(new|reset|stop|status|model|compact)(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?",
     re.IGNORECASE | re.DOTALL,
 )
 UNAVAILABLE = "That cannot be done right now (no agent answered); try again shortly."

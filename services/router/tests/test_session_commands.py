@@ -1,6 +1,6 @@
-"""Recognising the session commands (/new, /reset, /stop, /status, /model) in a chat's text:
-the first word, any case, Telegram's ``/cmd@Bot`` form, after leading @mentions; anything else
-(another command, a command later in the text) is an ordinary message."""
+"""Recognising the session commands (/new, /reset, /stop, /status, /model, /compact) in a
+chat's text: the first word, any case, Telegram's ``/cmd@Bot`` form, after leading @mentions;
+anything else (another command, a command later in the text) is an ordinary message."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from switchboard_router.session_commands import parse
         ("@bot /model openai:gpt-4o", ("model", "openai:gpt-4o")),
         ("/model", ("model", "")),
         ("/model  default ", ("model", "default")),
+        ("/Compact@SwitchboardBot", ("compact", "")),
     ],
 )
 def test_session_commands_are_recognised(text: str, parsed: tuple[str, str]) -> None:
@@ -26,7 +27,8 @@ def test_session_commands_are_recognised(text: str, parsed: tuple[str, str]) -> 
 
 
 @pytest.mark.parametrize(
-    "text", ["/approve abc123", "please /reset", "/newsletter", "/stopwatch", "reset", ""]
+    "text",
+    ["/approve abc123", "please /reset", "/newsletter", "/stopwatch", "/compaction", "reset", ""],
 )
 def test_other_text_is_not_a_session_command(text: str) -> None:
     assert parse(text) is None

@@ -195,3 +195,33 @@ class UsageResponse(_message.Message):
     total: UsageTotals
     rows: _containers.RepeatedCompositeFieldContainer[UsageRow]
     def __init__(self, total: _Optional[_Union[UsageTotals, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ...) -> None: ...
+
+class CompactSessionRequest(_message.Message):
+    __slots__ = ("session_key", "keep_turns")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_TURNS_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    keep_turns: int
+    def __init__(self, session_key: _Optional[str] = ..., keep_turns: _Optional[int] = ...) -> None: ...
+
+class CompactSessionResponse(_message.Message):
+    __slots__ = ("session_key", "compacted", "note", "messages_compacted", "summary", "facts_flushed", "flushed_to", "tokens_before", "tokens_after")
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FLUSHED_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_TO_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    session_key: str
+    compacted: bool
+    note: str
+    messages_compacted: int
+    summary: str
+    facts_flushed: int
+    flushed_to: str
+    tokens_before: int
+    tokens_after: int
+    def __init__(self, session_key: _Optional[str] = ..., compacted: _Optional[bool] = ..., note: _Optional[str] = ..., messages_compacted: _Optional[int] = ..., summary: _Optional[str] = ..., facts_flushed: _Optional[int] = ..., flushed_to: _Optional[str] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ...) -> None: ...

@@ -69,6 +69,11 @@ class SessionsStub:
                 request_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
                 response_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
                 _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/switchboard.v1.Sessions/Compact',
+                request_serializer=switchboard_dot_v1_dot_sessions__pb2.CompactSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_v1_dot_sessions__pb2.CompactSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -120,6 +125,13 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Compact(self, request, context):
+        """Compact the transcript now: durable facts flushed to memory, older turns summarised.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +169,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Usage,
                     request_deserializer=switchboard_dot_v1_dot_sessions__pb2.UsageRequest.FromString,
                     response_serializer=switchboard_dot_v1_dot_sessions__pb2.UsageResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=switchboard_dot_v1_dot_sessions__pb2.CompactSessionRequest.FromString,
+                    response_serializer=switchboard_dot_v1_dot_sessions__pb2.CompactSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -348,6 +365,33 @@ class Sessions:
             '/switchboard.v1.Sessions/Usage',
             switchboard_dot_v1_dot_sessions__pb2.UsageRequest.SerializeToString,
             switchboard_dot_v1_dot_sessions__pb2.UsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.v1.Sessions/Compact',
+            switchboard_dot_v1_dot_sessions__pb2.CompactSessionRequest.SerializeToString,
+            switchboard_dot_v1_dot_sessions__pb2.CompactSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
