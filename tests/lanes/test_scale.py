@@ -28,7 +28,7 @@ from tests.lanes.pipeline import settle
 from tests.support.stack import Stack, start_stack, stop_stack
 from tests.support.streams import outbound_parts
 
-SESSION = re.compile(r"Session: (\S+)\. ")
+SESSION = re.compile(r"Session: (\S+?)(?: \(|\. )")  # the runtime line of the prompt
 LEAK_CANARY = "SB_TEST_LEAK_CANARY"  # set in this process while the stack starts
 
 

@@ -33,7 +33,15 @@ BEGIN
     RAISE EXCEPTION 'could not open file "{SECRET_PATH}": Permission denied';
 END $$;
 CREATE VIEW agent.messages AS SELECT * FROM agent.failing_read();
+ALTER TABLE agent.sessions RENAME TO sessions_kept;
+CREATE FUNCTION agent.failing_sessions() RETURNS SETOF agent.sessions_kept LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'could not open file "{SECRET_PATH}": Permission denied';
+END $$;
+CREATE VIEW agent.sessions AS SELECT * FROM agent.failing_sessions();
 """
+# Both tables fail: the history query joins them, and PostgreSQL may read either one first
+# (an empty sessions table alone would end the join before a message is read).
 
 
 @asynccontextmanager
