@@ -106,6 +106,9 @@ def test_a_message_is_answered_once_and_failures_are_retried_or_dead_lettered(
     # A DM, and Telegram's retries of the same update (before and after the reply went out).
     ada = updates.user(4242)
     update = updates.message("what time is it?", user=ada)
+    # The model takes a moment, as real ones do: typing shows while a run is active, and an
+    # instant fake's run can end before the gateway's first typing call goes out.
+    llm.stream_delay_s = 0.5
     post(services, updates, update)
     post(services, updates, update)
     [reply] = tg.wait_for_sent(1)
@@ -117,6 +120,7 @@ def test_a_message_is_answered_once_and_failures_are_retried_or_dead_lettered(
     assert len(llm.calls) == 2  # one run: the tool call, then the text
     assert llm.calls[0].request.last_user_text.endswith("what time is it?")
     assert (4242, "typing", None) in tg.actions  # while the agent was writing
+    llm.stream_delay_s = 0.0
 
     # In a group the bot answers only when mentioned.
     group = updates.group(-1001234)
