@@ -31,7 +31,8 @@ SCRIPT = (
 def victim(layered: LayeredSandbox) -> Iterator[subprocess.Popen[bytes]]:
     uid = layered.run_uid
     as_uid: dict[str, Any] = {"user": uid, "group": uid} if os.geteuid() == 0 else {}
-    proc = subprocess.Popen(["sleep", "300"], start_new_session=True, **as_uid)
+    # An hour: the victim must outlive a slow test, or its own end would read as a kill.
+    proc = subprocess.Popen(["sleep", "3600"], start_new_session=True, **as_uid)
     try:
         yield proc
     finally:
