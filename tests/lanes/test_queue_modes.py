@@ -91,6 +91,7 @@ def test_steer_injects_into_the_active_run(services: ServiceProcesses) -> None:
             "session_key": key,
             "queue_mode": "steer",
             "tool_policy": None,
+            "model": "default",
         }
         c.post(f"/api/sessions/{key}/messages", json={"text": "first"})
         assert wait_for(lambda: len(llm.calls) >= 1)  # the run is in its one-second tool call
