@@ -1,5 +1,6 @@
 """The agent's tool loop against the real services: SB_MAX_ITERATIONS stops a model that never
-stops asking for tools, and the tool calls of one model response run concurrently."""
+stops asking for tools, and the tool calls of one model response run concurrently. One system
+for the module: each test its own session, the fake model's calls reset before each."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -54,18 +54,28 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text=f"step {steps + 1}", tool_calls=[("get_time", {"timezone": "UTC"})])
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
     env = {
         "SB_MAX_ITERATIONS": str(MAX_ITERATIONS),
         "SB_LOG_LEVEL": "INFO",
         "SB_EXEC_MODE": "sandbox",  # the handshakes are shell lines
     }
-    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+    home = tmp_path_factory.mktemp("agent-loop")
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
 
 
-def test_iteration_limit_stops_the_loop(services: ServiceProcesses, database_url: str) -> None:
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    """The module's system, its fake model's recorded calls cleared for this test."""
+    system.llm.reset()  # type: ignore[attr-defined]
+    return system
+
+
+def test_iteration_limit_stops_the_loop(services: ServiceProcesses) -> None:
     """SB_MAX_ITERATIONS=2 and a model that always asks for a tool: exactly 2 model calls, the
     reply ends with the runner's stop note, and the run's stop reason is max_iterations."""
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
@@ -96,7 +106,7 @@ def test_iteration_limit_stops_the_loop(services: ServiceProcesses, database_url
     assert len(events.find("tool", "result", tool="get_time")) == MAX_ITERATIONS
     assert messages[-1]["role"] == "assistant"
     assert messages[-1]["content"] == [{"type": "text", "text": STOP_NOTE}]
-    [run] = run_rows(database_url, key)
+    [run] = run_rows(services.env["SB_DATABASE_URL"], key)
     assert (run["status"], run["stop_reason"], run["iterations"]) == (
         "completed",
         "max_iterations",

@@ -1,7 +1,10 @@
 """Tool policy, approvals and /tools/invoke against the real services: a call matching an
 approval rule waits (in Postgres, not on an executor) until POST /api/approvals/{id}, or until
 it expires; the wait survives a SIGKILL of the agent; a session policy refuses tools with a
-readable error; sandboxed calls report the isolation measured in force."""
+readable error; sandboxed calls report the isolation measured in force.
+
+One system for the module (each test its own session keys; counts compared before/after); the
+test that kills the agent and the one with other settings start their own."""
 
 from __future__ import annotations
 
@@ -45,15 +48,28 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text="hello")
 
 
+GUARDED = {
+    "SB_EXEC_MODE": "sandbox",  # the operator's choice: commands are shell lines
+    "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
+    # One run at a time: a run waiting for a person must lend its slot to others.
+    "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def services(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
+    home = tmp_path_factory.mktemp("approvals")
+    with with_fake_model(home, module_nats_url, module_database_url, script, GUARDED) as procs:
+        yield procs
+
+
 @pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    env = {
-        "SB_EXEC_MODE": "sandbox",  # the operator's choice: commands are shell lines
-        "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
-        # One run at a time: a run waiting for a person must lend its slot to others.
-        "SB_AGENT_MAX_CONCURRENT_RUNS": "1",
-    }
-    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+def restartable(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    """The settings of ``services`` in a system of the test's own, since the test kills the
+    agent."""
+    with with_fake_model(tmp_path, nats_url, database_url, script, GUARDED) as procs:
         yield procs
 
 
@@ -144,7 +160,8 @@ def test_approve_deny_and_timestamps(services: ServiceProcesses) -> None:
         assert next_reply(c, key, before) == "done: free\n"
 
 
-def test_waiting_approval_survives_an_agent_kill(services: ServiceProcesses) -> None:
+def test_waiting_approval_survives_an_agent_kill(restartable: ServiceProcesses) -> None:
+    services = restartable
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
     key = "main:approvals:restart"
     with client(services) as c:
@@ -312,13 +329,14 @@ def test_exec_output_streams_as_tool_update_events(services: ServiceProcesses) -
     so no timing is assumed)."""
     key = "main:approvals:stream"
     workspace = Path(services.env["SB_WORKSPACES_DIR"]) / "main"
+    go1, go2 = (f"go-{n}-{os.urandom(4).hex()}" for n in (1, 2))  # none left from another run
     wait = "while [ ! -e {0} ]; do sleep 0.05; done"
-    command = f"echo line1; {wait.format('go1')}; echo line2; {wait.format('go2')}; echo line3"
+    command = f"echo line1; {wait.format(go1)}; echo line2; {wait.format(go2)}; echo line3"
     with client(services) as c:
         events = tap(services, key)
         try:
             c.post(f"/api/sessions/{key}/messages", json={"text": f"sh: {command}"})
-            for line, go in (("line1\n", "go1"), ("line2\n", "go2")):
+            for line, go in (("line1\n", go1), ("line2\n", go2)):
 
                 def streamed(line: str = line) -> bool:
                     return line in "".join(e["text"] for e in events.find("tool", "update"))

@@ -32,9 +32,14 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text="hello")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    with with_fake_model(tmp_path, nats_url, database_url, script, {}) as procs:
+@pytest.fixture(scope="module")
+def services(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
+    """One system for the module: neither test changes it (the files the bus test writes and
+    checks are its own)."""
+    home = tmp_path_factory.mktemp("bus-auth")
+    with with_fake_model(home, module_nats_url, module_database_url, script, {}) as procs:
         yield procs
 
 

@@ -1,13 +1,15 @@
 """Webhooks against the real services (fake model, fake Slack and Telegram): POST /hooks/agent
 with a chat to deliver to runs the agent in its hook session, and its reply goes out as an
 OUTBOUND part for that chat and reaches the (fake) Slack channel or Telegram chat; POST
-/hooks/wake runs in the main session as a marked system event and sends nothing anywhere."""
+/hooks/wake runs in the main session as a marked system event and sends nothing anywhere.
+
+One system (and one of each fake) for the module: each test its own hook session, the fakes'
+records cleared before each."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import nats
@@ -29,22 +31,48 @@ HOOKS_TOKEN = generate()
 CHAT = "C0HOOKS"
 
 
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
+@pytest.fixture(scope="module")
+def slack_platform() -> Iterator[FakeSlack]:
     with FakeSlack() as fake:
         yield fake
 
 
-@pytest.fixture
-def telegram() -> Iterator[FakeTelegram]:
+@pytest.fixture(scope="module")
+def telegram_platform() -> Iterator[FakeTelegram]:
     with FakeTelegram() as fake:
         yield fake
 
 
 @pytest.fixture
+def slack(services: ServiceProcesses, slack_platform: FakeSlack) -> FakeSlack:
+    return slack_platform
+
+
+@pytest.fixture
+def telegram(services: ServiceProcesses, telegram_platform: FakeTelegram) -> FakeTelegram:
+    return telegram_platform
+
+
+@pytest.fixture
 def services(
-    tmp_path: Path, nats_url: str, database_url: str, slack: FakeSlack, telegram: FakeTelegram
+    system: ServiceProcesses, slack_platform: FakeSlack, telegram_platform: FakeTelegram
+) -> ServiceProcesses:
+    """The module's system with the fakes' records (model, Slack, Telegram) cleared."""
+    system.llm.reset()  # type: ignore[attr-defined]
+    slack_platform.reset()
+    telegram_platform.reset()
+    return system
+
+
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory,
+    module_nats_url: str,
+    module_database_url: str,
+    slack_platform: FakeSlack,
+    telegram_platform: FakeTelegram,
 ) -> Iterator[ServiceProcesses]:
+    slack, telegram = slack_platform, telegram_platform
     env = {
         "SB_HOOKS_TOKEN": HOOKS_TOKEN,
         "SB_SLACK_BOT_TOKEN": slack.token,
@@ -54,7 +82,9 @@ def services(
         "SB_TELEGRAM_WEBHOOK_SECRET": generate(),  # webhook mode without a URL: none is set
         "SB_TELEGRAM_API_BASE": telegram.base_url,
     }
-    with with_fake_model(tmp_path, nats_url, database_url, text_only(REPLY), env) as procs:
+    home = tmp_path_factory.mktemp("hooks")
+    script = text_only(REPLY)
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
 
 
@@ -121,6 +151,8 @@ def test_an_agent_hooks_reply_reaches_a_telegram_chat(
 def test_a_wake_event_runs_in_the_main_session_and_is_not_delivered(
     services: ServiceProcesses, slack: FakeSlack
 ) -> None:
+    settle(services.nats_url)
+    before = asyncio.run(stored_parts(services.nats_url))  # what other tests left there
     answer = hook(services.url, "/hooks/wake", {"text": "Disk almost full on db-1"})
     assert answer["session_key"] == "main:hooks:main"
     with client(services.url, services.token) as c:
@@ -131,7 +163,8 @@ def test_a_wake_event_runs_in_the_main_session_and_is_not_delivered(
     )
     # Once the lane item is answered (after the run's parts, if any, are out): none went out.
     settle(services.nats_url)
-    assert asyncio.run(stored_parts(services.nats_url)) == []
+    new = [p for p in asyncio.run(stored_parts(services.nats_url)) if p not in before]
+    assert new == []
     assert slack.posts == []
 
 

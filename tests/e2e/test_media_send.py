@@ -2,7 +2,10 @@
 agent's ``message`` tool with a ``media:`` reference. On Telegram the photo goes out as a real
 ``sendPhoto`` multipart upload of the stored bytes (the text as its caption), once, after a
 5xx; on Discord as a message with ``files[0]`` and ``payload_json``; a reference the media
-service does not know is a tool error and nothing is sent."""
+service does not know is a tool error and nothing is sent.
+
+One system (and one fake Telegram and Discord) for the module: each test its own chats, the
+fake Telegram's records cleared before each."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -32,22 +34,34 @@ OPS_CHANNEL = "123456789012345678"
 TARGETS = {"ops": {"channel": "discord", "chat_id": OPS_CHANNEL, "chat_type": "group"}}
 
 
-@pytest.fixture
-def tg() -> Iterator[FakeTelegram]:
+@pytest.fixture(scope="module")
+def telegram_platform() -> Iterator[FakeTelegram]:
     with FakeTelegram() as fake:
         yield fake
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def discord() -> Iterator[FakeDiscord]:
+    """Only test_an_image_goes_to_discord_as_an_attachment sends to Discord."""
     with FakeDiscord() as fake:
         yield fake
 
 
 @pytest.fixture
+def tg(services: ServiceProcesses, telegram_platform: FakeTelegram) -> FakeTelegram:
+    telegram_platform.reset()
+    return telegram_platform
+
+
+@pytest.fixture(scope="module")
 def services(
-    tmp_path: Path, nats_url: str, database_url: str, tg: FakeTelegram, discord: FakeDiscord
+    tmp_path_factory: pytest.TempPathFactory,
+    module_nats_url: str,
+    module_database_url: str,
+    telegram_platform: FakeTelegram,
+    discord: FakeDiscord,
 ) -> Iterator[ServiceProcesses]:
+    tg = telegram_platform
     env = {
         "SB_TELEGRAM_BOT_TOKEN": tg.token,
         "SB_TELEGRAM_WEBHOOK_SECRET": SECRET,
@@ -57,7 +71,8 @@ def services(
         "SB_DISCORD_API_BASE": discord.base_url,
         "SB_MESSAGE_TARGETS": json.dumps(TARGETS),
     }
-    with with_fake_model(tmp_path, nats_url, database_url, send_back, env) as procs:
+    home = tmp_path_factory.mktemp("media-send")
+    with with_fake_model(home, module_nats_url, module_database_url, send_back, env) as procs:
         yield procs
 
 

@@ -1,13 +1,16 @@
 """Documents into memory the way an operator does it: `switchboard up` with no memory setting
 at all (the local embedding model, Qdrant local mode under $SB_HOME), then `switchboard memory
-ingest|search|show|forget` through the gateway's /api/memory to the memory service."""
+ingest|search|show|forget` through the gateway's /api/memory to the memory service. One stack
+for the module: the tests' documents have their own names and unrelated contents."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,13 +63,16 @@ def tiny_pdf(text: str) -> bytes:
     return bytes(out)
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
-    s = start_stack(tmp_path / "home", {}, timeout=120)
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    # Not under pytest's tmp tree (see tests/support/servers.py: pgserver and root).
+    home = Path(tempfile.mkdtemp(prefix="sb-memdocs-"))
+    s = start_stack(home / "home", {}, timeout=120)
     try:
         yield s
     finally:
         stop_stack(s)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def memory_cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,10 @@
 """The agent's ``message`` tool end to end, every service a real process against a fake model:
 a run on a chat channel sends a message to its chat before its reply (both on OUTBOUND, the
 tool's part under its own run id), and a run without a chat (the HTTP API, as scheduled work
-would be) reaches a named target of SB_MESSAGE_TARGETS, or gets a readable refusal."""
+would be) reaches a named target of SB_MESSAGE_TARGETS, or gets a readable refusal.
+
+One system for the module: each test its own sessions, reads the OUTBOUND parts that appeared
+during it, and sees the fake model's calls reset."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -19,7 +21,7 @@ from switchboard.v1 import messages_pb2
 from tests.e2e import helpers
 from tests.e2e.helpers import final_text, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
 from tests.support.streams import outbound_parts
 
 SUBJECTS = bus.Subjects()
@@ -39,11 +41,20 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text="hello")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
     env = {"SB_MESSAGE_TARGETS": json.dumps(OPS)}
-    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+    home = tmp_path_factory.mktemp("message-tool")
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    fresh_model(system)
+    return system
 
 
 def parts(url: str) -> list[tuple[str, messages_pb2.OutboundMessage]]:
@@ -55,6 +66,13 @@ def parts(url: str) -> list[tuple[str, messages_pb2.OutboundMessage]]:
             await nc.close()
 
     return asyncio.run(read())
+
+
+def new_parts(
+    url: str, before: list[tuple[str, messages_pb2.OutboundMessage]]
+) -> list[tuple[str, messages_pb2.OutboundMessage]]:
+    """The parts on OUTBOUND now that were not there ``before`` (other tests' stay there)."""
+    return [p for p in parts(url) if p not in before]
 
 
 def publish_dm(url: str, text: str, message_id: str) -> None:
@@ -81,8 +99,14 @@ def publish_dm(url: str, text: str, message_id: str) -> None:
 
 def test_a_chat_run_messages_its_chat_before_it_replies(services: ServiceProcesses) -> None:
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    before = parts(services.nats_url)
     publish_dm(services.nats_url, "say: heads up, the deploy starts now", "mt-1")
-    found = wait_for(lambda: len(parts(services.nats_url)) >= 2 and parts(services.nats_url))
+
+    def found_both() -> list[tuple[str, messages_pb2.OutboundMessage]] | None:
+        found = new_parts(services.nats_url, before)
+        return found if len(found) >= 2 else None
+
+    found = wait_for(found_both)
     (tool_id, tool_part), (reply_id, reply) = found
     assert tool_part.text == "heads up, the deploy starts now"
     assert (tool_part.channel, tool_part.chat.id, tool_part.parts) == ("telegram", "4242", 1)
@@ -98,15 +122,16 @@ def test_a_chat_run_messages_its_chat_before_it_replies(services: ServiceProcess
 
 def test_a_run_without_a_chat_reaches_a_named_target(services: ServiceProcesses) -> None:
     key = "main:api:nightly"
+    before = parts(services.nats_url)
     with helpers.client(services.url, services.token) as c:
         r = c.post(f"/api/sessions/{key}/messages", json={"text": "tell ops: nightly job done"})
         assert r.status_code in (200, 202), r.text
         assert wait_for(lambda: final_text(c, key)) == "done: sent to telegram chat -100777"
-        [(_, part)] = parts(services.nats_url)
+        [(_, part)] = new_parts(services.nats_url, before)
         assert (part.chat.id, part.chat.type, part.text) == ("-100777", "group", "nightly job done")
 
         other = "main:api:nochat"
         c.post(f"/api/sessions/{other}/messages", json={"text": "say: hello?"})
         text = wait_for(lambda: final_text(c, other))
         assert "has no chat to send to" in text and "ops" in text
-        assert len(parts(services.nats_url)) == 1  # the refusal sent nothing
+        assert len(new_parts(services.nats_url, before)) == 1  # the refusal sent nothing

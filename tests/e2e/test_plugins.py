@@ -10,7 +10,11 @@ Checked: the agent starts and reports each plugin in its ``/readyz`` details; th
 is offered and runs; ``before_model_call`` changes the request; the observing hooks see the
 messages, the tool call and the session's lane; the failing hooks are counted and the runs go
 on; ``before_tool_call`` blocks ``exec`` (the model reads why, the command never runs) and
-rewrites ``get_time``'s time zone (the real executor answers for the new one)."""
+rewrites ``get_time``'s time zone (the real executor answers for the new one).
+
+One system for the module: each test reads the journal lines, hook error counts and OUTBOUND
+parts that came during it (and only its own session's start and end), the fake model's calls
+reset before each."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from tests.e2e import helpers
 from tests.e2e.helpers import final_text, metric, wait_for
 from tests.e2e.test_message_tool import parts, publish_dm
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
 
 PACKAGE = Path(__file__).parents[1] / "plugins" / "sb_test_plugin"
 PROMPT_MARK = "SBTEST-HOOK: the sbtest plugin saw this request."
@@ -50,10 +54,11 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text="hello")
 
 
-@pytest.fixture
-def plugin_path(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test plugin package, built and installed by pip into a directory of its own (from
     a copy: the build leaves files next to its sources)."""
+    tmp_path = tmp_path_factory.mktemp("plugin")
     source = tmp_path / "src"
     shutil.copytree(PACKAGE, source)
     target = tmp_path / "site"
@@ -69,10 +74,14 @@ def plugin_path(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def services(
-    tmp_path: Path, nats_url: str, database_url: str, plugin_path: Path
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory,
+    module_nats_url: str,
+    module_database_url: str,
+    plugin_path: Path,
 ) -> Iterator[ServiceProcesses]:
+    tmp_path = tmp_path_factory.mktemp("plugins")
     journal = tmp_path / "journal.jsonl"
     env = {
         "PYTHONPATH": str(plugin_path),
@@ -89,20 +98,46 @@ def services(
         ),
         "SB_HOOK_TIMEOUT_S": "1",
     }
-    with with_fake_model(tmp_path / "home", nats_url, database_url, script, env) as procs:
+    home = tmp_path / "home"
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         procs.journal = journal  # type: ignore[attr-defined]
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    """The module's system; what its journal and agent metrics held before this test."""
+    fresh_model(system)
+    system.journal_start = len(read_journal(system))  # type: ignore[attr-defined]
+    system.metrics_before = agent_ops(system, "/metrics").text  # type: ignore[attr-defined]
+    return system
 
 
 def agent_ops(procs: ServiceProcesses, path: str) -> httpx.Response:
     return httpx.get(f"http://127.0.0.1:{procs.ops_ports['agent']}{path}", timeout=5)
 
 
-def journal(procs: ServiceProcesses) -> list[dict[str, Any]]:
+def read_journal(procs: ServiceProcesses) -> list[dict[str, Any]]:
     path: Path = procs.journal  # type: ignore[attr-defined]
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def journal(procs: ServiceProcesses) -> list[dict[str, Any]]:
+    """The journal's lines written since this test began."""
+    start: int = procs.journal_start  # type: ignore[attr-defined]
+    return read_journal(procs)[start:]
+
+
+def hook_errors(procs: ServiceProcesses, plugin: str, hook: str) -> float:
+    """sb_agent_hook_errors_total{plugin, hook} counted since this test began."""
+    before: str = procs.metrics_before  # type: ignore[attr-defined]
+    now = agent_ops(procs, "/metrics").text
+    labels = {"plugin": plugin, "hook": hook}
+    return metric(now, "sb_agent_hook_errors_total", **labels) - metric(
+        before, "sb_agent_hook_errors_total", **labels
+    )
 
 
 def events(procs: ServiceProcesses, name: str) -> list[dict[str, Any]]:
@@ -138,15 +173,25 @@ def test_plugins_load_or_are_reported_and_hooks_see_a_chat_run(
 
     # A Telegram DM: the plugin's tool runs; every hook sees the run; the flaky hooks fail.
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    before = parts(services.nats_url)
     publish_dm(services.nats_url, "reverse stressed", "pl-1")
-    [(_, reply)] = wait_for(lambda: parts(services.nats_url), timeout=60, what="the reply")
+    [(_, reply)] = wait_for(
+        lambda: [p for p in parts(services.nats_url) if p not in before],
+        timeout=60,
+        what="the reply",
+    )
     assert reply.text == "done: desserts"
     first = llm.calls[0].request
     assert "reverse_text" in first.tools
     assert first.system.endswith(PROMPT_MARK)  # before_model_call rewrote the request
     key = "main:telegram:4242"
-    wait_for(lambda: events(services, "session_end"), timeout=30, what="session_end")
-    names = [e["event"] for e in journal(services)]
+    wait_for(
+        lambda: [e for e in events(services, "session_end") if e["session_key"] == key],
+        timeout=30,
+        what="session_end",
+    )
+    # (Another session's lane may be let go meanwhile: its session_end is not this chat's.)
+    names = [e["event"] for e in journal(services) if e.get("session_key", key) == key]
     assert names[:2] == ["session_start", "message_received"]
     assert names[-1] == "session_end"
     assert names.count("before_model_call") == 2
@@ -164,15 +209,10 @@ def test_plugins_load_or_are_reported_and_hooks_see_a_chat_run(
         "4242",
         "done: desserts",
     )
-    metrics = agent_ops(services, "/metrics").text
-    assert (
-        metric(metrics, "sb_agent_hook_errors_total", plugin="sbflaky", hook="after_tool_call") == 1
-    )
+    assert hook_errors(services, "sbflaky", "after_tool_call") == 1
     # message_sent never returns: the 1 s deadline ended it.
-    assert metric(metrics, "sb_agent_hook_errors_total", plugin="sbflaky", hook="message_sent") == 1
-    assert (
-        metric(metrics, "sb_agent_hook_errors_total", plugin="sbtest", hook="after_tool_call") == 0
-    )
+    assert hook_errors(services, "sbflaky", "message_sent") == 1
+    assert hook_errors(services, "sbtest", "after_tool_call") == 0
 
 
 def test_before_tool_call_blocks_one_call_and_rewrites_another(

@@ -2,12 +2,14 @@
 format): ``/status`` answers without a model call, ``/reset`` makes the next run see no
 earlier turn, ``/model`` switches the session's model (checked against what is configured),
 ``/stop`` interrupts a slow streaming answer, and in a group only an ``SB_APPROVERS`` operator
-may use them. None of them ever reaches the model or a lane."""
+may use them. None of them ever reaches the model or a lane.
+
+One system for the module: each test its own chat (sender or group) and message ids, the fake
+model's calls and streaming reset before each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,8 @@ OWNER = "4242"
 KEY = f"main:telegram:{OWNER}"
 OPERATOR = "777"
 GROUP_KEY = "main:telegram:group:-100"
+STOPPER = "4343"  # the DM of test_stop_interrupts_a_slow_answer
+STOP_KEY = f"main:telegram:{STOPPER}"
 SLOW_ANSWER = " ".join(f"word{i}" for i in range(40))
 
 
@@ -30,11 +34,23 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text=f"You said: {req.last_user_text}")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
     env = {"SB_APPROVERS": f'["telegram:{OPERATOR}"]', "SB_GROUP_ACTIVATION": "always"}
-    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+    home = tmp_path_factory.mktemp("session-commands")
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    """The module's system, its fake model's calls cleared and its streaming the default."""
+    llm: FakeLLM = system.llm  # type: ignore[attr-defined]
+    llm.reset()
+    llm.text_chunks, llm.stream_delay_s = 4, 0.0  # FakeLLM's defaults
+    return system
 
 
 def user_texts(llm: FakeLLM, n: int) -> list[str]:
@@ -95,24 +111,27 @@ def test_stop_interrupts_a_slow_answer(services: ServiceProcesses) -> None:
     url = services.nats_url
     llm.text_chunks = 40
     llm.stream_delay_s = 0.5  # about 20 s for the whole answer
-    tap = EventTap(services.url, services.token, KEY)
+    tap = EventTap(services.url, services.token, STOP_KEY)
     try:
-        say(url, OWNER, "long story please", "st-1")
+        say(url, STOPPER, "long story please", "st-1")
         tap.wait("assistant", "delta", timeout=60, message_id="st-1")  # it is streaming
-        say(url, OWNER, "/stop", "st-2")
+        say(url, STOPPER, "/stop", "st-2")
         assert answer_to(url, "st-2") == "Stopped."
         end = tap.wait("lifecycle", "end", timeout=60, message_id="st-1")
         assert end.get("stop_reason") == "interrupted"
         assert SLOW_ANSWER not in end.get("text", "")
         llm.stream_delay_s = 0.0
-        say(url, OWNER, "/stop", "st-3")
+        say(url, STOPPER, "/stop", "st-3")
         assert answer_to(url, "st-3") == "Nothing is running."
-        say(url, OWNER, "and now?", "st-4")  # the session goes on
+        say(url, STOPPER, "and now?", "st-4")  # the session goes on
         assert tap.wait("lifecycle", "end", timeout=60, message_id="st-4")["text"].endswith(
             "You said: and now?"
         )
     finally:
         tap.close()
+    # Both calls recorded (the interrupted one when its stream closed): none lands in the
+    # next test's records.
+    llm.wait_for_calls(2, timeout=60)
 
 
 def test_in_a_group_only_an_operator_may_use_them(services: ServiceProcesses) -> None:

@@ -3,12 +3,13 @@ against a fake model (OpenAI wire format).
 
 What a reset means for the lane: the cursor stays, so a reset during a run with more messages
 queued behind it loses none of them and answers none twice. The run in progress finishes (its
-turn is not remembered in the new transcript); the queued ones run against the fresh one."""
+turn is not remembered in the new transcript); the queued ones run against the fresh one.
+
+One system for the module: each test its own session, the fake model reset before each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,9 +17,10 @@ import pytest
 from tests.e2e import helpers
 from tests.e2e.helpers import EventTap, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
 
 KEY = "main:api:routes"
+ABORT_KEY = "main:api:routes-abort"  # test_abort_and_delete's
 SLOW_ANSWER = " ".join(f"word{i}" for i in range(40))
 
 
@@ -28,10 +30,19 @@ def script(req: FakeRequest) -> Reply:
     return Reply(text=f"You said: {req.last_user_text}")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    with with_fake_model(tmp_path, nats_url, database_url, script, {}) as procs:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
+    home = tmp_path_factory.mktemp("session-routes")
+    with with_fake_model(home, module_nats_url, module_database_url, script, {}) as procs:
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    fresh_model(system)
+    return system
 
 
 def post(c: httpx.Client, text: str, key: str = KEY) -> str:
@@ -93,38 +104,50 @@ def test_reset_during_a_run_loses_and_repeats_nothing(services: ServiceProcesses
 def test_abort_and_delete(services: ServiceProcesses) -> None:
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
     with helpers.client(services.url, services.token) as c:
-        assert c.post(f"/api/sessions/{KEY}/abort").json() == {"session_key": KEY, "aborted": False}
+        assert c.post(f"/api/sessions/{ABORT_KEY}/abort").json() == {
+            "session_key": ABORT_KEY,
+            "aborted": False,
+        }
         llm.text_chunks, llm.stream_delay_s = 40, 0.5  # about 20 s for the whole answer
-        tap = EventTap(services.url, services.token, KEY)
+        tap = EventTap(services.url, services.token, ABORT_KEY)
         try:
-            long = post(c, "long story please")
+            long = post(c, "long story please", ABORT_KEY)
             tap.wait("assistant", "delta", timeout=60, message_id=long)
-            r = c.post(f"/api/sessions/{KEY}/abort")
+            r = c.post(f"/api/sessions/{ABORT_KEY}/abort")
             assert r.status_code == 200 and r.json()["aborted"] is True
             end = tap.wait("lifecycle", "end", timeout=60, message_id=long)
             assert end["stop_reason"] == "interrupted"
         finally:
             tap.close()
         llm.stream_delay_s = 0.0
-        post(c, "after the abort")
-        wait_for(lambda: helpers.final_text(c, KEY) == "You said: after the abort", timeout=60)
+        post(c, "after the abort", ABORT_KEY)
+        wait_for(
+            lambda: helpers.final_text(c, ABORT_KEY) == "You said: after the abort", timeout=60
+        )
 
-        patched = c.patch(f"/api/sessions/{KEY}", json={"model": "openai:gpt-4o"})
+        patched = c.patch(f"/api/sessions/{ABORT_KEY}", json={"model": "openai:gpt-4o"})
         assert patched.status_code == 200 and patched.json()["model"] == "openai:gpt-4o"
-        refused = c.patch(f"/api/sessions/{KEY}", json={"model": "nowhere:x"})
+        refused = c.patch(f"/api/sessions/{ABORT_KEY}", json={"model": "nowhere:x"})
         assert refused.status_code == 400 and "Unknown model provider" in refused.text
 
-        before = len(helpers.history(c, KEY))
-        r = c.delete(f"/api/sessions/{KEY}")
+        before = len(helpers.history(c, ABORT_KEY))
+        r = c.delete(f"/api/sessions/{ABORT_KEY}")
         assert r.status_code == 200, r.text
         assert r.json()["messages_removed"] == before > 0
-        assert helpers.history(c, KEY) == []
+        assert helpers.history(c, ABORT_KEY) == []
         assert c.delete("/api/sessions/main:api:nobody").status_code == 404
         calls = len(llm.calls)
-        post(c, "a fresh start")
-        wait_for(lambda: helpers.final_text(c, KEY) == "You said: a fresh start", timeout=60)
+        post(c, "a fresh start", ABORT_KEY)
+        wait_for(lambda: helpers.final_text(c, ABORT_KEY) == "You said: a fresh start", timeout=60)
         # One more model call: nothing the lane held before the delete was answered again,
         # and the deleted session's model choice went with it.
         assert len(llm.calls) == calls + 1
         assert llm.calls[-1].request.model == "gpt-4o-mini"
         assert user_texts(llm, "a fresh start") == ["a fresh start"]
+    # The interrupted call is recorded too (when its stream closed): none lands in another
+    # test's records.
+    wait_for(
+        lambda: any(c.request.last_user_text == "long story please" for c in llm.calls),
+        timeout=60,
+        what="the interrupted call's record",
+    )

@@ -3,7 +3,8 @@ model the fake Anthropic API (the real Messages wire format, reached through the
 SDK): a DM's request carries AGENTS/SOUL/USER/MEMORY.md (MEMORY.md over 20k characters cut to
 its head and tail with the marker) in a system block marked for prompt caching, the clock in
 the configured time zone after it; a group's request has the shared files but neither USER.md
-nor MEMORY.md."""
+nor MEMORY.md. One system for the module: the tests use their own chats and read only their own
+model calls, and the files are never written to."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ FILES = {
 }
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+@pytest.fixture(scope="module")
+def services(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
     workspaces = Path(tempfile.mkdtemp(prefix="sb-ws-", dir="/tmp"))
     workspaces.chmod(0o755)
     (workspaces / "main").mkdir()
@@ -47,7 +50,8 @@ def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[Servi
                 "SB_DM_POLICY": "open",
                 "SB_GROUP_ACTIVATION": "always",
             }
-            procs = ServiceProcesses(tmp_path, nats_url, database_url, env)
+            home = tmp_path_factory.mktemp("workspace-prompt")
+            procs = ServiceProcesses(home, module_nats_url, module_database_url, env)
             procs.llm = llm  # type: ignore[attr-defined]
             procs.start()
             try:

@@ -123,6 +123,13 @@ class FakeSlack:
         with self._cond:
             return list(self._calls)
 
+    def reset(self) -> None:
+        """Forget the posts, calls and scripted failures so far (a test sharing the fake)."""
+        with self._cond:
+            self._posts.clear()
+            self._calls.clear()
+            self._failures.clear()
+
     def posts_in(self, channel: str, thread_ts: str | None = None) -> list[Post]:
         return [p for p in self.posts if p.channel == channel and p.thread_ts == thread_ts]
 

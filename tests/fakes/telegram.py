@@ -129,6 +129,19 @@ class FakeTelegram:
             refused.parameters["migrate_to_chat_id"] = migrate_to_chat_id
         self._next.append((method, refused))
 
+    def reset(self) -> None:
+        """Forget what was sent and called and what the test scripted (failures, blocked and
+        missing chats), for a test sharing the fake; the webhook the bot set stays."""
+        with self._lock:
+            self.sent.clear()
+            self.calls.clear()
+            self.actions.clear()
+            self.downloads.clear()
+            self._next.clear()
+            self._always.clear()
+            self.blocked.clear()
+            self.missing_chats.clear()
+
     def fail_always(self, method: str, code: int, description: str = "") -> None:
         self._always[method] = refusal(code, description, None)
 

@@ -4,7 +4,10 @@ SB_CHANNEL_QUEUE_MODES, here `followup` for `webhook`) and the session's overrid
 /api/sessions/{key}); and what `collect` and `followup` do end to end.
 
 Nothing here measures time: each test waits until the pipeline is done with what it sent (see
-:mod:`tests.lanes.pipeline`), then reads the transcripts (a run id per message) and OUTBOUND."""
+:mod:`tests.lanes.pipeline`), then reads the transcripts (a run id per message) and OUTBOUND.
+
+One system for the module: each test its own sessions and message ids, the fake model's calls
+reset before each, and OUTBOUND read as the parts that appeared during the test."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import nats
@@ -21,7 +23,7 @@ import pytest
 from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.lanes.pipeline import chat_message, publish_chat, settle
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
 from tests.support.streams import outbound_parts
 
 # Long enough for two or more OUTBOUND parts (300-1000 chars each), so "every part" means more
@@ -40,10 +42,19 @@ def answer(req: FakeRequest) -> Reply:
     return Reply(text=f"Answer to {req.last_user_text}. {FILLER}")
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
-    with with_fake_model(tmp_path, nats_url, database_url, answer, SETTINGS) as procs:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
+    home = tmp_path_factory.mktemp("mode-settings")
+    with with_fake_model(home, module_nats_url, module_database_url, answer, SETTINGS) as procs:
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    fresh_model(system)
+    return system
 
 
 def client(services: ServiceProcesses) -> httpx.Client:
@@ -84,6 +95,13 @@ def outbound(nats_url: str) -> list[messages_pb2.OutboundMessage]:
             await nc.close()
 
     return asyncio.run(read())
+
+
+def new_parts(
+    nats_url: str, before: list[messages_pb2.OutboundMessage]
+) -> list[messages_pb2.OutboundMessage]:
+    """The parts on OUTBOUND now that were not there ``before`` (other tests' stay there)."""
+    return [part for part in outbound(nats_url) if part not in before]
 
 
 def publish(nats_url: str, *messages: messages_pb2.InboundMessage) -> None:
@@ -145,6 +163,7 @@ def test_channel_mode_applies_to_its_channel_only(services: ServiceProcesses) ->
     the router did not put the channel's mode on the lane item, or put it on every channel."""
     nats_url = services.env["SB_NATS_URL"]
     chat, api = "main:webhook:user-1", "main:api:mixed"
+    before = outbound(nats_url)
     publish(
         nats_url,
         chat_message(chat, "chat-1", "chat one"),
@@ -167,7 +186,7 @@ def test_channel_mode_applies_to_its_channel_only(services: ServiceProcesses) ->
     with client(services) as c:
         chat_runs = runs(history(c, chat))
         api_runs = runs(history(c, api))
-    parts = outbound(nats_url)
+    parts = new_parts(nats_url, before)
 
     # webhook: followup, one run per message
     assert [user_texts(run) for run in chat_runs] == [["chat one"], ["chat two"]]
@@ -190,6 +209,7 @@ def test_followup_threads_each_reply_and_queue_does_not(services: ServiceProcess
     Fails if the runner dropped the mode's threading, or threaded every reply."""
     nats_url = services.env["SB_NATS_URL"]
     follow, plain = "main:webhook:user-2", "main:webhook:user-3"
+    before = outbound(nats_url)
     with client(services) as c:
         r = c.patch(f"/api/sessions/{plain}", json={"queue_mode": "queue"})
         assert r.status_code == 200 and r.json()["queue_mode"] == "queue", r.text
@@ -202,7 +222,7 @@ def test_followup_threads_each_reply_and_queue_does_not(services: ServiceProcess
     )
     settle(nats_url)
     by_message: dict[tuple[str, ...], list[messages_pb2.OutboundMessage]] = defaultdict(list)
-    for part in outbound(nats_url):
+    for part in new_parts(nats_url, before):
         by_message[tuple(part.message_ids)].append(part)
 
     expected = {  # message id: (reply_to, thread_id) of each of its reply's parts

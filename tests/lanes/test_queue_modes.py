@@ -1,13 +1,14 @@
 """Queue modes against the real services: `steer` injects a message into the active run before
 its next model call; `interrupt` aborts the active run (and its tool call in flight) and starts
 on the new message. The agent runs with SB_QUEUE_MODE=collect, so each mode here is the
-session's override winning over the agent's default (which a control session shows in force)."""
+session's override winning over the agent's default (which a control session shows in force).
+One system for the module: each test its own sessions, the fake model's calls reset before
+each."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import psutil
@@ -15,7 +16,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.lanes.pipeline import settle
-from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
 
 
 def script(req: FakeRequest) -> Reply:
@@ -30,11 +31,20 @@ def script(req: FakeRequest) -> Reply:
     return Reply(tool_calls=[("get_time", {"timezone": "UTC"})])
 
 
-@pytest.fixture
-def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+@pytest.fixture(scope="module")
+def system(
+    tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
+) -> Iterator[ServiceProcesses]:
     env = {"SB_EXEC_ALLOWLIST": '["sleep", "echo"]', "SB_QUEUE_MODE": "collect"}
-    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
+    home = tmp_path_factory.mktemp("queue-modes")
+    with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
+
+
+@pytest.fixture
+def services(system: ServiceProcesses) -> ServiceProcesses:
+    fresh_model(system)
+    return system
 
 
 def client(services: ServiceProcesses) -> httpx.Client:

@@ -5,6 +5,8 @@ Fixtures:
     nats_url      its URL, with the admin's credentials (services: service_nats_env)
     postgres_uri  one PostgreSQL per session: SB_TEST_DATABASE_URL, else pgserver in a temp dir
     database_url  a fresh database in that server per test, dropped afterwards
+    module_nats_url, module_database_url
+                  the same, one per test module: for a system the module's tests share
 
 With SB_TEST_CONTAINERS=1 and a Docker engine that answers, ``nats_url`` and ``postgres_uri``
 come from containers (testcontainers) instead of the wheels; ``nats_server`` stays embedded,
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import secrets
 import shutil
@@ -51,15 +54,22 @@ def service_nats_env(nats_url: str, service: str) -> dict[str, str]:
     return {"SB_NATS_URL": plain, **credentials.service_env(service)}
 
 
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+@contextlib.contextmanager
+def embedded_nats(store: Path) -> Iterator[NatsServer]:
     """With a NATS user per service (switchboard.natsauth); ``admin_url`` connects as admin."""
     credentials = natsauth.Credentials.derive("p" + secrets.token_hex(18))
-    server = NatsServer(tmp_path / "nats", credentials=credentials).start()
+    server = NatsServer(store, credentials=credentials).start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """With a NATS user per service (switchboard.natsauth); ``admin_url`` connects as admin."""
+    with embedded_nats(tmp_path / "nats") as server:
+        yield server
 
 
 def containers_wanted() -> bool:
@@ -77,17 +87,34 @@ def containers_wanted() -> bool:
     return True
 
 
-@pytest.fixture
-def nats_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    if not containers_wanted():
-        yield request.getfixturevalue("nats_server").admin_url
-        return
+@contextlib.contextmanager
+def nats_container() -> Iterator[str]:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.waiting_utils import wait_for_logs
 
     with DockerContainer("nats:2.12-alpine").with_command("-js").with_exposed_ports(4222) as c:
         wait_for_logs(c, "Server is ready")
         yield f"nats://{c.get_container_host_ip()}:{c.get_exposed_port(4222)}"
+
+
+@pytest.fixture
+def nats_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if not containers_wanted():
+        yield request.getfixturevalue("nats_server").admin_url
+        return
+    with nats_container() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A NATS server (as ``nats_url``) for the whole test module."""
+    if containers_wanted():
+        with nats_container() as url:
+            yield url
+        return
+    with embedded_nats(tmp_path_factory.mktemp("nats")) as server:
+        yield server.admin_url
 
 
 @pytest.fixture(scope="session")
@@ -113,11 +140,24 @@ def postgres_uri() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def database_url(postgres_uri: str) -> Iterator[str]:
+@contextlib.contextmanager
+def fresh_database(postgres_uri: str) -> Iterator[str]:
     name = f"test_{uuid.uuid4().hex[:16]}"
     url = run_sync(create_database(postgres_uri, name))
     try:
         yield url
     finally:
         run_sync(drop_database(postgres_uri, name))
+
+
+@pytest.fixture
+def database_url(postgres_uri: str) -> Iterator[str]:
+    with fresh_database(postgres_uri) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(postgres_uri: str) -> Iterator[str]:
+    """A fresh database (as ``database_url``) for the whole test module."""
+    with fresh_database(postgres_uri) as url:
+        yield url

@@ -157,3 +157,13 @@ def with_fake_model(
                 procs.stop()
     finally:
         shutil.rmtree(workspaces, ignore_errors=True)
+
+
+def fresh_model(procs: ServiceProcesses) -> FakeLLM:
+    """The fake model of ``procs`` (from :func:`with_fake_model`), its recorded calls and
+    scripted failures cleared and its streaming back to FakeLLM's defaults: for the next test
+    of a module sharing one system."""
+    llm: FakeLLM = procs.llm  # type: ignore[attr-defined]
+    llm.reset()
+    llm.text_chunks, llm.arg_chunks, llm.stream_delay_s = 4, 3, 0.0
+    return llm
