@@ -53,13 +53,30 @@ class ServiceProcesses:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         for service in registry.SERVICES:
             self._spawn(service.name)
         if not self.wait_ready(True, timeout):
+            report = self.not_ready_report()
             self.stop()
-            raise RuntimeError("services did not become ready")
+            raise RuntimeError(f"services did not become ready in {timeout:.0f} s\n{report}")
+
+    def not_ready_report(self) -> str:
+        """What a failed start looks like: the gateway's /readyz answer, which processes
+        exited, and the last lines of each service's log."""
+        try:
+            answer = httpx.get(f"{self.url}/readyz", timeout=5).text
+        except httpx.HTTPError as exc:
+            answer = f"no answer ({type(exc).__name__})"
+        lines = [f"/readyz: {answer[:2000]}"]
+        for name, proc in self.procs.items():
+            code = proc.poll()
+            lines.append(f"--- {name}: {'running' if code is None else f'exited {code}'}")
+            log = self.home / "logs" / f"{name}.log"
+            if log.exists():
+                lines.extend(log.read_text(errors="replace").splitlines()[-8:])
+        return "\n".join(lines)
 
     def _spawn(
         self, name: str, service: str | None = None, env: Mapping[str, str] | None = None
@@ -90,12 +107,14 @@ class ServiceProcesses:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
 
-    def restart(self, name: str, timeout: float = 60.0) -> None:
+    def restart(self, name: str, timeout: float = 120.0) -> None:
         """Kill one service with SIGKILL and start it again; wait until all are ready."""
         self.kill(name)
         self._spawn(name)
         if not self.wait_ready(True, timeout):
-            raise RuntimeError(f"{name} did not become ready after a restart")
+            raise RuntimeError(
+                f"{name} did not become ready after a restart\n{self.not_ready_report()}"
+            )
 
     def ready(self) -> bool:
         try:
