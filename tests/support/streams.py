@@ -8,6 +8,8 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import Message
 from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError
 
 from switchboard import bus
 from switchboard.v1 import messages_pb2
@@ -42,3 +44,24 @@ async def outbound_parts(js: JetStreamContext) -> list[tuple[str, messages_pb2.O
     return [
         (s.msg_id, s.message) for s in await stored(js, "OUTBOUND", messages_pb2.OutboundMessage)
     ]
+
+
+CHANNEL_LEASE_TEST_TTL_S = 5.0
+
+
+async def ensure_streams_short_leases(
+    js: JetStreamContext, ttl_s: float = CHANNEL_LEASE_TEST_TTL_S
+) -> None:
+    """``bus.ensure_streams`` (what the router does at start) with the channel lease bucket
+    made first with a ``ttl_s`` TTL instead of the production 15 s: the gateway takes the lease
+    TTL from the bucket, so takeover tests wait for a crashed holder's lease that much less."""
+    subjects = bus.Subjects()
+    try:
+        await js.key_value(subjects.channel_lease_bucket)
+    except BucketNotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(
+                bucket=subjects.channel_lease_bucket, ttl=ttl_s, storage=StorageType.FILE
+            )
+        )
+    await bus.ensure_streams(js, subjects)

@@ -24,9 +24,9 @@ import httpx
 import nats
 import psutil
 
-from switchboard import bus
 from switchboard.embedded import free_port
 from tests.support.servers import run_sync, service_nats_env
+from tests.support.streams import ensure_streams_short_leases
 
 from .gateway_harness import absent_address
 
@@ -56,7 +56,7 @@ async def _create_streams(nats_url: str) -> None:
     """What the router does at start (the gateway's NATS user may not create streams)."""
     nc = await nats.connect(nats_url)
     try:
-        await bus.ensure_streams(nc.jetstream(), bus.Subjects())
+        await ensure_streams_short_leases(nc.jetstream())
     finally:
         await nc.close()
 

@@ -3,8 +3,9 @@ nats-server and the fake Bot API of tests/fakes/telegram_updates.py over HTTP: s
 test_telegram_poll.py and test_telegram_poll_errors.py.
 
 A "replica" is a gateway ServiceRuntime connected as the gateway's own NATS user (so the lease
-bucket's permissions are the real ones) running ``start_polling``. The lease bucket is the real
-one, with its 15 s TTL: a crashed holder's lease expires only after it, so takeover tests wait
+bucket's permissions are the real ones) running ``start_polling``. The lease bucket is made
+with a 5 s TTL (``ensure_streams_short_leases``; production's is 15 s) and the gateway reads its
+TTL from the bucket: a crashed holder's lease expires only after it, so takeover tests wait
 that long (bounded generously, no durations asserted).
 """
 
@@ -33,7 +34,7 @@ from tests.fakes.telegram_updates import FakeTelegramUpdates
 from tests.support.servers import service_nats_env
 from tests.support.streams import stored as stream_messages
 
-TAKEOVER_S = 60.0  # a crashed holder's lease expires after 15 s; generous for a slow machine
+TAKEOVER_S = 60.0  # a crashed holder's lease expires after the bucket's 5 s TTL; generous
 KEY = lease_key("telegram", "default")
 
 

@@ -13,10 +13,11 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.errors import KeyNotFoundError
 
-from switchboard import bus, registry
+from switchboard import registry
 from switchboard.runtime import ServiceRuntime
 from switchboard_gateway.channels import telegram
 from tests.fakes.telegram_updates import FakeTelegramUpdates
+from tests.support.streams import ensure_streams_short_leases
 
 from .telegram_poll_harness import (
     KEY,
@@ -40,7 +41,7 @@ def fake() -> Iterator[FakeTelegramUpdates]:
 async def admin(nats_url: str) -> AsyncIterator[NATS]:
     """The admin's connection; the streams and buckets exist (as the router makes them)."""
     nc = await nats.connect(nats_url)
-    await bus.ensure_streams(nc.jetstream(), bus.Subjects())
+    await ensure_streams_short_leases(nc.jetstream())
     yield nc
     await nc.close()
 

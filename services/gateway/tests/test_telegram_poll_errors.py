@@ -15,9 +15,9 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig
 
-from switchboard import bus
 from switchboard_gateway.channels.lease import acquire
 from tests.fakes.telegram_updates import FakeTelegramUpdates
+from tests.support.streams import ensure_streams_short_leases
 
 from .telegram_poll_harness import (
     KEY,
@@ -38,7 +38,7 @@ def fake() -> Iterator[FakeTelegramUpdates]:
 async def admin(nats_url: str) -> AsyncIterator[NATS]:
     """The admin's connection; the streams and buckets exist (as the router makes them)."""
     nc = await nats.connect(nats_url)
-    await bus.ensure_streams(nc.jetstream(), bus.Subjects())
+    await ensure_streams_short_leases(nc.jetstream())
     yield nc
     await nc.close()
 

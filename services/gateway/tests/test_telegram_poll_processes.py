@@ -24,7 +24,7 @@ from tests.support.streams import stored as stream_messages
 
 from .gateway_process import GatewayProcess, gateway_process
 
-TAKEOVER_S = 90.0  # the killed holder's lease expires after 15 s; generous for a slow machine
+TAKEOVER_S = 90.0  # the killed holder's lease expires after the bucket's TTL (5 s in tests)
 
 
 @pytest.fixture

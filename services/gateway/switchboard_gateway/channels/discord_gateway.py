@@ -41,14 +41,13 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 from ..conversations import Conversations
 from .base import ChannelError, OnPublished
 from .discord_events import parse_message
-from .lease import ChannelLease, LeasedWork, lease_key
+from .lease import ChannelLease, LeasedWork, bucket_ttl, lease_key
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +290,7 @@ async def start_gateway(
         connection.run,
         channel="discord",
         account=account,
-        ttl_s=bus.CHANNEL_LEASE_TTL_S,
+        ttl_s=await bucket_ttl(kv),
         retry_s=retry_s,
     )
     work.start()

@@ -1,6 +1,7 @@
 """Leases on the gateway's channel connections (Telegram polling, Discord's gateway socket):
 exactly one gateway replica holds each, in the NATS KV bucket ``rt.subjects.channel_lease_bucket``
-(keys expire ``bus.CHANNEL_LEASE_TTL_S`` after their last write).
+(keys expire after the bucket's TTL, ``bus.CHANNEL_LEASE_TTL_S`` as the router creates it;
+the lease reads it from the bucket: :func:`bucket_ttl`).
 
 A lease is a key created only if absent (``kv.create``) whose value names the owner. The owner
 renews it every TTL/3 by compare-and-set on its revision (``kv.update(last=revision)``); it is
@@ -27,6 +28,8 @@ from typing import Any
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
+
+from switchboard import bus
 
 from ..metrics import CHANNEL_LEASE_HELD
 
@@ -146,6 +149,13 @@ class ChannelLease:
     async def abandon(self) -> None:
         """Stop renewing and leave the key to expire: what a crash does (tests use this)."""
         await self._stop_renewing()
+
+
+async def bucket_ttl(kv: KeyValue) -> float:
+    """The lease TTL: the bucket's own (its keys expire that long after their last write, so a
+    crashed holder's lease ends then), ``bus.CHANNEL_LEASE_TTL_S`` for a bucket without one."""
+    ttl = (await kv.status()).ttl
+    return float(ttl) if ttl else bus.CHANNEL_LEASE_TTL_S
 
 
 async def acquire(kv: KeyValue, key: str, owner: bytes, ttl_s: float) -> ChannelLease | None:

@@ -34,7 +34,6 @@ from typing import Any, Protocol
 
 import httpx
 
-from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -42,7 +41,7 @@ from ..config import GatewaySettings
 from ..conversations import Conversations
 from ..metrics import POLL_HEALTHY, POLL_RESTARTS
 from .base import ChannelError
-from .lease import ChannelLease, LeasedWork, lease_key
+from .lease import ChannelLease, LeasedWork, bucket_ttl, lease_key
 from .telegram_api import BotApiError
 from .telegram_inbound import ALLOWED_UPDATES
 
@@ -281,14 +280,15 @@ async def start_polling(
         ),
         on_published=on_published,
     )
+    kv = await rt.js.key_value(rt.subjects.channel_lease_bucket)
     work = LeasedWork(
-        await rt.js.key_value(rt.subjects.channel_lease_bucket),
+        kv,
         lease_key(CHANNEL, account),
         f"{rt.instance}:{uuid.uuid4().hex[:8]}",  # names this replica in the lease's value
         poller.run,
         channel=CHANNEL,
         account=account,
-        ttl_s=bus.CHANNEL_LEASE_TTL_S,
+        ttl_s=await bucket_ttl(kv),
         retry_s=retry_s,
     )
     work.start()
