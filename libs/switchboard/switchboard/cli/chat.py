@@ -64,14 +64,17 @@ class Chat:
         self.interrupted = asyncio.Event()
 
     async def wait_or_interrupt(self, task: asyncio.Future[Any]) -> bool:
-        """True once ``task`` is done, False when Ctrl-C came first."""
-        self.interrupted.clear()
+        """True once ``task`` is done, False when Ctrl-C came first (or came while nothing
+        waited: it counts for the next wait)."""
         stop = asyncio.ensure_future(self.interrupted.wait())
         try:
             await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
-        return task.done()
+        if task.done():
+            return True
+        self.interrupted.clear()
+        return False
 
     async def run(self, lines: asyncio.Queue[str | None]) -> None:
         while True:
@@ -135,8 +138,8 @@ class Chat:
                 end.cancel()
                 self.view.note("not waiting for the run any more")
                 return
-            await self.live.request("abort", {})
             self.view.note("stopping the run (Ctrl-C again: stop waiting)")
+            await self.live.request("abort", {})
             aborted = True
         end.result()
 

@@ -88,7 +88,8 @@ class ChatView:
         if run not in self.streamed and text:
             self.line(text)
         elif self.mid_line:
-            self.line("")
+            self._write("\n")
+            self.mid_line = False
         self.streamed.discard(run)
         status = payload.get("status") or "completed"
         if status != "completed":
