@@ -135,6 +135,8 @@ def test_sessions_list_history_and_reset(stack: Stack) -> None:
 
     bad = run(stack, "sessions", "history", "no spaces allowed")
     assert bad.returncode == 1 and bad.stderr.startswith("switchboard sessions: 400: ")
+    too_many = run(stack, "sessions", "list", "--limit", "0")
+    assert too_many.stderr == "switchboard sessions: 400: limit must be between 1 and 1000\n"
 
 
 def test_without_a_running_system_each_command_says_so(tmp_path: Path) -> None:

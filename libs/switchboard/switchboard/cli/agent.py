@@ -99,6 +99,9 @@ def main(args: argparse.Namespace) -> int:
     except AdminError as exc:
         print(f"switchboard agent: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("switchboard agent: interrupted (the run goes on)", file=sys.stderr)
+        return 130
     failed = outcome["status"] != "completed" or bool(outcome.get("errors"))
     if args.json:
         print(json.dumps(outcome, indent=2))

@@ -167,4 +167,6 @@ def main(args: argparse.Namespace) -> int:
     except AdminError as exc:
         print(f"switchboard chat: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C before the chat was under way
     return 0
