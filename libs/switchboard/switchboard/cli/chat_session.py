@@ -49,7 +49,11 @@ class LiveSession:
         await self.close()
         self._closing = False
         self.session, self.position = session, Position()
-        await self.start()
+        try:
+            await self.start()
+        except ChatError as exc:
+            self._fail(exc)  # nothing to chat in any more
+            raise
 
     async def close(self) -> None:
         self._closing = True
@@ -87,6 +91,12 @@ class LiveSession:
             self.waiting.pop(message_id, None)
 
     async def _follow(self) -> None:
+        try:
+            await self._events()
+        except Exception as exc:  # said to whoever waits: the chat cannot go on
+            self._fail(ChatError(f"the chat stopped: {type(exc).__name__}: {exc}"))
+
+    async def _events(self) -> None:
         while True:
             assert self.socket is not None
             frame = await self.socket.event()

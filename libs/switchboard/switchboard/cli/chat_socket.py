@@ -114,6 +114,9 @@ class ChatSocket:
             raise ChatError(
                 f"the gateway at {gateway.url} did not accept the chat: {exc}"
             ) from None
+        if not isinstance(first, dict) or first.get("type") != "res":
+            await ws.close()
+            raise ChatError(f"the gateway at {gateway.url} does not speak the WebChat protocol")
         if not first.get("ok"):
             await ws.close()
             error = first.get("error") or {}
@@ -134,11 +137,12 @@ class ChatSocket:
                     waiter = self._waiting.pop(str(frame.get("id")), None)
                     if waiter is not None and not waiter.done():
                         waiter.set_result(frame)
-                elif frame.get("type") == "event":
+                elif frame.get("type") == "event" and isinstance(frame.get("seq"), int):
                     self._events.put_nowait(frame)
-        except (ConnectionClosed, ValueError):
-            pass  # a dropped socket, or a frame that is not JSON: this socket is done
+        except (ConnectionClosed, ValueError, AttributeError):
+            pass  # dropped, or a frame that is not a JSON object: reconnect (close_code says)
         finally:
+            await self.ws.close()  # (closed already unless a frame was unreadable)
             self.close_code = self.ws.close_code
             gone = Disconnected("the connection to the gateway dropped before the answer came")
             for waiter in self._waiting.values():
