@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from switchboard.cli.admin_client import Gateway
-from switchboard.cli.chat_socket import ChatError, ChatSocket, Disconnected, Position
+from switchboard.cli.chat_socket import ChatError, ChatSocket, Position
 
 RECONNECT_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 5.0, 5.0)  # ~32 s in all
 KEPT_ENDS = 256  # run ends remembered for messages nobody waits for yet
@@ -32,7 +32,6 @@ class LiveSession:
         self.ended: dict[str, dict[str, Any]] = {}  # message id -> its run's lifecycle end
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._follower: asyncio.Task[None] | None = None
-        self._closing = False
 
     @property
     def key(self) -> str:
@@ -47,7 +46,6 @@ class LiveSession:
     async def switch(self, session: str) -> None:
         """Follow ``session`` from now on (a new socket)."""
         await self.close()
-        self._closing = False
         self.session, self.position = session, Position()
         try:
             await self.start()
@@ -56,7 +54,6 @@ class LiveSession:
             raise
 
     async def close(self) -> None:
-        self._closing = True
         if self._follower is not None:
             self._follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -151,6 +148,3 @@ class LiveSession:
                 waiter.set_exception(exc)
         self.waiting.clear()
         self.ready.set()  # what waited for a socket sees the failure
-
-
-__all__ = ["ChatError", "Disconnected", "LiveSession"]
