@@ -188,6 +188,7 @@ AUTHENTICATED = [
     ("DELETE", "/api/sessions/{key}"),
     ("POST", "/api/sessions/{key}/abort"),
     ("POST", "/api/sessions/{key}/compact"),
+    ("GET", "/api/sessions"),
 ]
 OPEN = ["/", "/healthz", "/readyz"]
 PATH_PARAMS = {

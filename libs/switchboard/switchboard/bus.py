@@ -114,7 +114,8 @@ class Subjects:
 
     def sessions_command(self) -> str:
         """Core request subject: a session command typed in a chat (``SessionCommand``: /new,
-        /reset, /stop, /status, /model), sent by the router; any agent replica answers."""
+        /reset, /stop, /status, /model), sent by the router (chat channels) or the gateway
+        (WebChat); any agent replica answers."""
         return f"{self.prefix}.sessions.command"
 
     def runs_abort(self) -> str:

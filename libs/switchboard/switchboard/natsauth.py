@@ -86,6 +86,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             f"{p}.inbound.>",
             f"{p}.deadletter.outbound.>",
             s.runs_abort(),
+            s.sessions_command(),  # WebChat's /status, /reset... (answer: inbox)
             s.health("*"),
             *_consumer(s, "OUTBOUND"),
             *_kv(s.channel_lease_bucket),

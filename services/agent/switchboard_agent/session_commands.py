@@ -14,7 +14,8 @@ out here, because the agent holds what they change, and answers with the text fo
 
 Who may: in a direct conversation, its person (the router routed their own message to their
 own session); in a group, which has no single owner, only the operators in ``SB_APPROVERS``.
-The router admitted and identified the sender and only it may publish on
+The router (chat channels: it admitted and identified the sender) and the gateway (WebChat:
+its user holds the gateway token) are the only ones that may publish on
 ``sb.sessions.command`` (:mod:`switchboard.natsauth`), so the request is trusted here."""
 
 from __future__ import annotations

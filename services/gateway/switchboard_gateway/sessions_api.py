@@ -1,9 +1,11 @@
-"""Session endpoints: post a message into any session, read a session's transcript, change
-its settings, and reset, delete, abort or compact it (the agent's Sessions gRPC)."""
+"""Session endpoints: list the sessions, post a message into any session, read a session's
+transcript, change its settings, and reset, delete, abort or compact it (the agent's Sessions
+gRPC)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 import grpc
@@ -12,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from switchboard.queue_modes import QueueMode
-from switchboard.sessions import AgentId
+from switchboard.sessions import AGENT_ID_PATTERN, AgentId
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .conversations import Conversations, Outgoing
@@ -43,6 +45,39 @@ class CompactSession(BaseModel):
 class PostMessage(BaseModel):
     text: str = Field(min_length=1, max_length=100_000)
     agent: AgentId | None = None
+
+
+@router.get("")
+async def list_sessions(request: Request, agent: str = "", limit: int = 100) -> dict[str, Any]:
+    """The sessions with a transcript, most recently active first (``agent``: only its)."""
+    if limit < 1 or limit > 1000:
+        raise ApiError(400, "limit must be between 1 and 1000", param="limit")
+    if agent and not re.fullmatch(AGENT_ID_PATTERN, agent):
+        raise ApiError(400, f"agent must match {AGENT_ID_PATTERN}", param="agent")
+    stub: sessions_pb2_grpc.SessionsStub = request.app.state.sessions
+    try:
+        reply = await stub.List(
+            sessions_pb2.ListSessionsRequest(agent=agent, limit=limit), timeout=5.0
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise agent_error(exc, "Sessions.List", OURS) from exc
+    return {
+        "sessions": [
+            {
+                "session_key": s.session_key,
+                "agent": s.agent,
+                "updated_at_ms": s.updated_at_ms,
+                "message_count": s.message_count,
+                "usage": {
+                    "input_tokens": s.usage.input_tokens,
+                    "output_tokens": s.usage.output_tokens,
+                    "cost_usd": s.usage.cost_usd,
+                    "calls": s.usage.calls,
+                },
+            }
+            for s in reply.sessions
+        ]
+    }
 
 
 @router.post("/{key}/messages", status_code=202)

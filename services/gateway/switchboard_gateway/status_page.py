@@ -17,8 +17,8 @@ PAGE = """<!doctype html>
 <code>$SB_HOME/gateway-token</code> unless <code>SB_GATEWAY_TOKEN</code> is set.</p>
 <ul>
 <li><code>/v1/chat/completions</code>, <code>/v1/models</code>: the OpenAI-compatible API</li>
-<li><code>/api/sessions/{key}/messages</code>, <code>/history</code>, <code>/events</code>:
-sessions</li>
+<li><code>/api/sessions</code>, <code>/api/sessions/{key}/messages</code>, <code>/history</code>,
+<code>/events</code>: sessions</li>
 <li><code>/tools/invoke</code>, <code>/api/approvals</code>, <code>/api/pairing</code>: tools,
 approvals and DM pairing</li>
 </ul>

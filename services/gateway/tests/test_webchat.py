@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from nats.aio.msg import Msg
 
-from switchboard.v1 import messages_pb2
+from switchboard.v1 import messages_pb2, sessions_pb2
 from switchboard_gateway import auth, webchat
 
 from .webchat_client import WebChatGateway, eventually, webchat_gateway
@@ -223,3 +223,30 @@ async def test_decide_checks_its_parameters_and_says_when_the_agent_is_away(
         assert odd["error"]["code"] == "invalid_params"
         away = await client.request("decide", approval_id="ap_1", decision="deny")
         assert away["error"]["code"] == "unavailable", away
+
+
+async def test_a_session_command_is_answered_by_an_agent_not_queued(wg: WebChatGateway) -> None:
+    """``/status`` (and /new, /reset, /stop, /model, /compact) is asked of the agents on
+    sb.sessions.command, as the router does for chat channels; the answer comes in the send
+    response and nothing goes to INBOUND. With no agent answering: ``unavailable``."""
+    async with wg.connected(session="s1") as (client, _):
+        away = await client.request("send", text="/status")
+        assert away["error"]["code"] == "unavailable", away
+        asked: list[sessions_pb2.SessionCommand] = []
+
+        async def agent(msg: Msg) -> None:
+            asked.append(sessions_pb2.SessionCommand.FromString(msg.data))
+            answer = sessions_pb2.SessionCommandResult(outcome="done", text="This chat now uses x.")
+            await msg.respond(answer.SerializeToString())
+
+        sub = await wg.gw.rt.nc.subscribe("sb.sessions.command", cb=agent)
+        try:
+            sent = await client.request("send", text="/MODEL openai:x ")
+        finally:
+            await sub.unsubscribe()
+    assert sent["payload"]["status"] == "answered", sent
+    assert sent["payload"]["answer"] == "This chat now uses x."
+    [command] = asked
+    assert (command.command, command.args, command.sender) == ("model", "openai:x", "webchat:s1")
+    assert command.session_key == sent["payload"]["session_key"] == "main:webchat:s1"
+    assert await wg.gw.inbound() == []

@@ -12,7 +12,6 @@ with the text, which goes back to the chat as an OUTBOUND part (see :mod:`chat_c
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 
 import nats.errors
@@ -22,6 +21,7 @@ from prometheus_client import Counter
 from switchboard import bus
 from switchboard.errors import InvalidPayload
 from switchboard.runtime import ServiceRuntime
+from switchboard.session_commands import parse
 from switchboard.v1 import messages_pb2, sessions_pb2
 
 from .config import RouterSettings
@@ -35,23 +35,10 @@ SESSION_COMMANDS = Counter(
     "Session commands (/new, /reset, /stop, /status, /model, /compact) passed to the agents",
     ["channel", "command", "outcome"],
 )
-MAX_ARGS = 200
-_COMMAND = re.compile(
-    r"\s*(?:@\S+\s+)*/(new|reset|stop|status|model|compact)(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?",
-    re.IGNORECASE | re.DOTALL,
-)
 UNAVAILABLE = "That cannot be done right now (no agent answered); try again shortly."
 UNROUTABLE = "Session commands cannot be used from this chat."
 
 Reply = Callable[[messages_pb2.InboundMessage, str], Awaitable[None]]
-
-
-def parse(text: str) -> tuple[str, str] | None:
-    """``(command, args)`` of a session command in ``text``, None for anything else."""
-    found = _COMMAND.fullmatch(text)
-    if found is None:
-        return None
-    return found.group(1).lower(), (found.group(2) or "").strip()[:MAX_ARGS]
 
 
 class SessionCommands:

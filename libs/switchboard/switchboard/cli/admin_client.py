@@ -14,6 +14,8 @@ import httpx
 from switchboard.cli.home import Home
 from switchboard.cli.settings import LauncherSettings
 
+NOT_RUNNING = "is the system running? (`switchboard up`)"
+
 
 class AdminError(Exception):
     """The command cannot be carried out; the text is for the user."""
@@ -68,7 +70,9 @@ class Gateway:
                 timeout=10.0 if content is None else 300.0,
             )
         except httpx.HTTPError as exc:
-            raise AdminError(f"cannot reach the gateway at {self.url}: {exc}") from None
+            raise AdminError(
+                f"cannot reach the gateway at {self.url}: {exc}; {NOT_RUNNING}"
+            ) from None
         if response.status_code >= 400:
             try:
                 message = response.json()["error"]["message"]

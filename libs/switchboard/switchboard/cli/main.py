@@ -8,7 +8,18 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from switchboard.cli import cron, doctor, memory, pairing, secrets_env, serve, up
+from switchboard.cli import (
+    agent,
+    chat,
+    cron,
+    doctor,
+    memory,
+    pairing,
+    secrets_env,
+    serve,
+    sessions,
+    up,
+)
 
 
 def package_version() -> str:
@@ -35,12 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     pairing.register(commands)
     memory.register(commands)
     cron.register(commands)
+    chat.register(commands)
+    agent.register(commands)
+    sessions.register(commands)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
-    # Later commands plug in the same way: a module in switchboard/cli/ with
-    # `register(commands)` that adds its parser and sets `func` (returning the exit code):
-    #   chat      terminal chat over the gateway WebSocket
-    #   agent     one turn: switchboard agent -m "..." [--session KEY]
-    #   sessions  list / show / reset sessions
     return parser
 
 

@@ -1,17 +1,20 @@
 """The methods a connected socket may call: ``send`` (a message, with attachments ingested by the
-media service, into its session), ``history``
+media service, into its session; a session command such as ``/status`` is answered by an agent
+replica at once, as the router has them answered for chat channels), ``history``
 (the session's transcript, from the agent's Sessions gRPC) and ``abort`` (an ``AbortRun`` on
 ``sb.runs.abort``: the agent replica running the session interrupts its run)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 
 import grpc
 import nats
 
-from switchboard import bus
+from switchboard import bus, session_commands
+from switchboard.errors import InvalidPayload
 from switchboard.media import MediaClient
 from switchboard.sessions import direct_key
 from switchboard.v1 import (
@@ -31,6 +34,7 @@ from .protocol import AbortParams, DecideParams, HistoryParams, SendParams
 
 CHANNEL = "webchat"
 OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}  # the agent's own refusals (sessions_api)
+COMMAND_TIMEOUT_S = 5.0  # what the router gives the agents too
 CODES = {400: protocol.INVALID_REQUEST, 503: protocol.UNAVAILABLE, 504: protocol.TIMEOUT}
 
 
@@ -71,6 +75,16 @@ class Methods:
             )
         session = params.session or self.session
         key = session_key(self.agent, session)
+        command = None if params.attachments else session_commands.parse(params.text)
+        if command is not None:
+            answer = await self._command(command, session, key)
+            return protocol.SendResult(
+                message_id=uuid.uuid4().hex,
+                session=session,
+                session_key=key,
+                status="answered",
+                answer=answer,
+            )
         try:
             refs = await ingest_attachments(self.media, params.attachments)
         except AttachmentError as exc:
@@ -83,6 +97,26 @@ class Methods:
                 protocol.UNAVAILABLE, "The message bus is not available; try again shortly."
             ) from exc
         return protocol.SendResult(message_id=out.message_id, session=session, session_key=key)
+
+    async def _command(self, command: tuple[str, str], session: str, key: str) -> str:
+        """A session command's answer from an agent replica (as the router asks for chat
+        channels): the WebChat user holds the gateway token, the session is theirs."""
+        name, args = command
+        request = sessions_pb2.SessionCommand(
+            command=name, args=args, sender=f"{CHANNEL}:{session}", session_key=key
+        )
+        try:
+            reply = await self.conversations.nc.request(
+                self.conversations.subjects.sessions_command(),
+                request.SerializeToString(),
+                timeout=COMMAND_TIMEOUT_S,
+            )
+            result = bus.decode(sessions_pb2.SessionCommandResult, reply.data)
+        except (nats.errors.Error, TimeoutError, InvalidPayload) as exc:
+            raise MethodError(
+                protocol.UNAVAILABLE, "No agent answered the command; try again shortly."
+            ) from exc
+        return result.text or "Done."
 
     async def history(self, params: HistoryParams) -> protocol.HistoryResult:
         session = params.session or self.session

@@ -156,7 +156,10 @@ class SendResult(Frame):
     message_id: str
     session: str
     session_key: str
-    status: Literal["queued"] = "queued"
+    # queued: the answer comes as events; answered: a session command (/status, /reset...)
+    # that an agent answered at once (``answer``), no run
+    status: Literal["queued", "answered"] = "queued"
+    answer: str | None = None
 
 
 class AbortResult(Frame):

@@ -262,6 +262,7 @@
       const sent = files.map(({ data, name, mime }) => ({ data, name, mime }));
       const payload = await request("send", sent.length ? { text, attachments: sent } : { text });
       li.dataset.messageId = payload.message_id;
+      if (payload.status === "answered") view.systemNote(payload.answer || "");
     } catch (err) {
       li.classList.add("failed");
       const span = document.createElement("span");
