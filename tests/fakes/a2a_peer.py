@@ -12,7 +12,13 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, TaskState
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    TaskState,
+)
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.applications import Starlette
 
@@ -60,6 +66,7 @@ class EchoPeer:
             capabilities=AgentCapabilities(streaming=True),
             default_input_modes=["text/plain"],
             default_output_modes=["text/plain"],
+            skills=[AgentSkill(id="echo", name="Echo", description="Echoes", tags=["echo"])],
         )
 
         async def with_url(card: AgentCard) -> AgentCard:  # the port is known once started
