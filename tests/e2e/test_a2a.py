@@ -206,6 +206,17 @@ async def test_streaming_yields_states_and_the_answer(services: ServiceProcesses
     assert chunks[-1].last_chunk and not chunks[-1].append
 
 
+async def test_a_failed_run_fails_the_task_with_a_reason(services: ServiceProcesses) -> None:
+    services.llm.fail_next(400, message="bad request")  # type: ignore[attr-defined]
+    async with a2a(services) as client:
+        task = await send(client, message("doomed"))
+        after = await send(client, message("still here"))  # nothing rests: the next one runs
+    assert answer(after) == "answer 1: still here"
+    assert task.status.state == TaskState.TASK_STATE_FAILED, task
+    reason = "".join(p.text for p in task.status.message.parts)
+    assert "model call failed" in reason, reason
+
+
 async def test_invalid_params_are_errors(services: ServiceProcesses) -> None:
     async with a2a(services) as client:
         with pytest.raises(InvalidParamsError, match="contextId"):

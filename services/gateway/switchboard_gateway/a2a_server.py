@@ -10,8 +10,8 @@ answer as its ``answer`` artifact (streamed as appended chunks, replaced by the 
 end), failed (with a message saying why) or canceled (``tasks/cancel`` aborts the session's run,
 as WebChat's abort does).
 
-Tasks live in the SDK's in-memory store: per gateway replica and lost on restart (README
-"A2A")."""
+Tasks live in the SDK's in-memory store (the newest ``SB_A2A_MAX_TASKS``): per gateway replica
+and lost on restart (README "A2A")."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -55,6 +55,7 @@ from switchboard import bus
 from switchboard.sessions import direct_key
 from switchboard.v1 import messages_pb2
 
+from .a2a_store import BoundedTaskStore
 from .config import GatewaySettings
 from .conversations import BusUnavailable, Conversations, Outgoing, ReplyTimeout
 
@@ -190,7 +191,8 @@ class SessionExecutor(AgentExecutor):
         self, updater: TaskUpdater, end: messages_pb2.AgentEvent, artifact_id: str
     ) -> None:
         """The full answer replaces the streamed chunks; the run's status sets the task's."""
-        status = json.loads(end.data_json).get("status", "") if end.data_json else "completed"
+        data = json.loads(end.data_json) if end.data_json else {}
+        status = data.get("status", "completed") if isinstance(data, dict) else "completed"
         if end.text:
             await updater.add_artifact(
                 [new_text_part(end.text)],
@@ -204,7 +206,7 @@ class SessionExecutor(AgentExecutor):
         elif status in END_STATES:
             await updater.update_status(END_STATES[status])
         else:
-            reason = end.text or f"The run ended without an answer ({status or 'unknown'})."
+            reason = end.text or f"The run ended without an answer ({status})."
             await updater.failed(self._say(updater, reason))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -217,6 +219,7 @@ class SessionExecutor(AgentExecutor):
                 self.conversations.nc, self.conversations.subjects.runs_abort(), request
             )
         except (nats.errors.Error, TimeoutError):
+            # The task is canceled all the same (no more updates); the run may still finish.
             log.warning("a2a: abort not published", extra={"session": key}, exc_info=True)
         await updater.cancel()
 
@@ -230,7 +233,7 @@ def mount(app: FastAPI, settings: GatewaySettings, conversations: Conversations)
     card = agent_card(settings)
     handler = DefaultRequestHandler(
         agent_executor=SessionExecutor(conversations, settings),
-        task_store=InMemoryTaskStore(),
+        task_store=BoundedTaskStore(settings.a2a_max_tasks),
         agent_card=card,
         request_context_builder=CheckedContextBuilder(),
     )
