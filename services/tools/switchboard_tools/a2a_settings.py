@@ -40,6 +40,8 @@ class A2ASettings(BaseSettings):
     a2a_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     # Characters of a peer's answer shown to the model.
     a2a_max_answer_chars: int = Field(default=20_000, ge=100, le=1_000_000)
+    # Bytes of one response a peer may send (its card, a JSON-RPC answer); more is an error.
+    a2a_max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 
     @field_validator("a2a_agents")
     @classmethod

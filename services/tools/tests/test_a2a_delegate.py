@@ -64,6 +64,11 @@ def junk() -> Iterator[WebServer]:
     site.route("/hang" + CARD, card(site.url("/hang/rpc")))
     site.route("/hang/rpc", hang)
     site.route("/elsewhere" + CARD, card("http://10.1.2.3/rpc"))
+    site.route("/huge-card" + CARD, Reply(body="x" * 5000, content_type="application/json"))
+    site.route("/huge-rpc" + CARD, card(site.url("/huge-rpc/rpc")))
+    site.route(
+        "/huge-rpc/rpc", Reply(body="[" + "1," * 3000 + "1]", content_type="application/json")
+    )
     yield site
     site._server.shutdown()
 
@@ -85,8 +90,14 @@ def delegate(echo: EchoPeer, junk: WebServer, tmp_path: Path) -> Any:
         "elsewhere": {"url": junk.url("/elsewhere")},
         "elsewhere_token": {"url": junk.url("/elsewhere"), "token": "t"},
         "down": {"url": f"http://127.0.0.1:{closed_port()}"},
+        "huge_card": {"url": junk.url("/huge-card")},
+        "huge_rpc": {"url": junk.url("/huge-rpc")},
     }
-    settings = A2ASettings(a2a_agents=agents, a2a_timeout_s=1.0)  # type: ignore[arg-type]
+    settings = A2ASettings(
+        a2a_agents=agents,  # type: ignore[arg-type]
+        a2a_timeout_s=1.0,
+        a2a_max_response_bytes=4096,
+    )
     registry = ToolRegistry([A2ADelegateTool(settings)])
     ctx = ToolContext("main", "main:test:1", "call-1", tmp_path, timeout_s=30.0)
 
@@ -122,7 +133,7 @@ def test_the_spec_names_the_agents() -> None:
 @pytest.mark.parametrize(
     ("agent", "expected"),
     [
-        ("nobody", "unknown A2A agent 'nobody'; configured agents: down, echo"),
+        ("nobody", "unknown A2A agent 'nobody'; configured agents: down, echo, elsewhere"),
         ("garbage_card", "agent 'garbage_card': its agent card could not be read (not a valid"),
         ("garbage_rpc", "'garbage_rpc' answered something that is not valid A2A: JSON Decode"),
         ("wrong_rpc", "agent 'wrong_rpc' answered something that is not valid A2A"),
@@ -130,6 +141,8 @@ def test_the_spec_names_the_agents() -> None:
         ("down", "agent 'down': could not be reached (no connection to its host)"),
         ("elsewhere", "the agent's card endpoint is refused: 10.1.2.3 is a private address"),
         ("elsewhere_token", "refused: the agent's card sends requests to 10.1.2.3"),
+        ("huge_card", "agent 'huge_card' answered more than 4096 bytes"),
+        ("huge_rpc", "agent 'huge_rpc' answered more than 4096 bytes"),
     ],
 )
 async def test_bad_peers_give_readable_errors(delegate: Any, agent: str, expected: str) -> None:

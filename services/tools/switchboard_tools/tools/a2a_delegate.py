@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import httpx
@@ -64,6 +65,49 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parsed.scheme, parsed.host, parsed.port
 
 
+class TooLarge(Exception):
+    """A peer's response went past ``SB_A2A_MAX_RESPONSE_BYTES``."""
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream, max_bytes: int) -> None:
+        self._stream, self._max_bytes, self._seen = stream, max_bytes, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            self._seen += len(chunk)
+            if self._seen > self._max_bytes:
+                raise TooLarge
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class CappedTransport(httpx.AsyncHTTPTransport):
+    """Reads at most ``max_bytes`` of each response body (a peer cannot fill our memory)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self._max_bytes = max_bytes
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        response.stream = _CappedStream(stream, self._max_bytes)
+        return response
+
+
+def _too_large(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TooLarge):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _card_problem(exc: AgentCardResolutionError, timeout_s: float) -> str:
     cause = exc.__cause__
     if isinstance(cause, httpx.TimeoutException):
@@ -108,6 +152,7 @@ class A2ADelegateTool(Tool):
         self._agents: dict[str, A2AAgent] = dict(settings.a2a_agents)
         self._timeout_s = settings.a2a_timeout_s
         self._max_chars = settings.a2a_max_answer_chars
+        self._max_bytes = settings.a2a_max_response_bytes
         self._guard = SsrfGuard(allow_cidrs or (), resolver)
 
     def spec(self) -> dict[str, Any]:
@@ -127,10 +172,23 @@ class A2ADelegateTool(Tool):
             known = ", ".join(sorted(self._agents)) or "none"
             raise ToolError(f"unknown A2A agent {name!r}; configured agents: {known}")
         timeout_s = min(self._timeout_s, ctx.timeout_s)
+        try:
+            task_or_message = await self._delegate_checked(name, agent, args, timeout_s)
+        except (ToolError, TooLarge) as exc:  # a cap hit under whatever the SDK made of it
+            if not _too_large(exc):
+                raise
+            limit = self._max_bytes
+            raise ToolError(f"agent {name!r} answered more than {limit} bytes") from exc
+        return self._render(name, task_or_message)
+
+    async def _delegate_checked(
+        self, name: str, agent: A2AAgent, args: dict[str, Any], timeout_s: float
+    ) -> Task | Message:
+        """:meth:`_delegate` with the SDK's and the network's failures as tool errors."""
         deadline = asyncio.timeout(timeout_s)
         try:
             async with deadline:
-                task_or_message = await self._delegate(agent, args)
+                return await self._delegate(agent, args)
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
@@ -150,16 +208,20 @@ class A2ADelegateTool(Tool):
         except (ToolError, asyncio.CancelledError):
             raise
         except Exception as exc:  # garbage: not A2A (bad JSON-RPC, unparsable protobuf JSON...)
+            if _too_large(exc):
+                raise
             log.info("a2a peer %s answered garbage", name, exc_info=True)
             raise ToolError(f"agent {name!r} answered something that is not valid A2A") from exc
-        return self._render(name, task_or_message)
 
     async def _delegate(self, agent: A2AAgent, args: dict[str, Any]) -> Task | Message:
         headers = {}
         if agent.token is not None:
             headers["Authorization"] = f"Bearer {agent.token.get_secret_value()}"
         async with httpx.AsyncClient(
-            headers=headers, timeout=self._timeout_s, follow_redirects=False
+            headers=headers,
+            timeout=self._timeout_s,
+            follow_redirects=False,
+            transport=CappedTransport(self._max_bytes),
         ) as http:
             card = await A2ACardResolver(http, agent.url).get_agent_card()
             await self._vet(agent, card)
