@@ -30,7 +30,11 @@ from a2a.server.agent_execution import (
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    add_a2a_routes_to_fastapi,
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+)
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -237,6 +241,9 @@ def mount(app: FastAPI, settings: GatewaySettings, conversations: Conversations)
         agent_card=card,
         request_context_builder=CheckedContextBuilder(),
     )
-    app.routes.extend(create_agent_card_routes(card, card_url=CARD_PATH))
-    # v0.3 clients too: their method names (message/send, tasks/get...) on the same endpoint.
-    app.routes.extend(create_jsonrpc_routes(handler, rpc_url=RPC_PATH, enable_v0_3_compat=True))
+    add_a2a_routes_to_fastapi(  # in the gateway's OpenAPI too (behind the token)
+        app,
+        agent_card_routes=create_agent_card_routes(card, card_url=CARD_PATH),
+        # v0.3 clients too: their method names (message/send, tasks/get...) on the same endpoint.
+        jsonrpc_routes=create_jsonrpc_routes(handler, rpc_url=RPC_PATH, enable_v0_3_compat=True),
+    )
