@@ -223,6 +223,8 @@ async def test_invalid_params_are_errors(services: ServiceProcesses) -> None:
             await send(client, message("hi", "has spaces in it"))
         with pytest.raises(InvalidParamsError, match="text"):
             await send(client, message("   "))
+        with pytest.raises(InvalidParamsError, match="SB_MAX_BODY_CHARS"):
+            await send(client, message("x" * 200_001))  # the gateway's default limit
 
 
 def sleeps(services: ServiceProcesses) -> list[psutil.Process]:

@@ -117,7 +117,12 @@ def agent_card(settings: GatewaySettings) -> AgentCard:
 
 class CheckedContextBuilder(SimpleRequestContextBuilder):
     """Refuses, as invalid params (a JSON-RPC error, before any task exists), a message
-    without text or a context id that cannot name a session."""
+    without text or with more than ``max_chars`` of it, or a context id that cannot name a
+    session."""
+
+    def __init__(self, max_chars: int) -> None:
+        super().__init__()
+        self.max_chars = max_chars
 
     async def build(
         self,
@@ -133,8 +138,15 @@ class CheckedContextBuilder(SimpleRequestContextBuilder):
                 raise InvalidParamsError(
                     message="contextId must be 1-128 characters of letters, digits and _ . @ + -"
                 )
-            if not any(p.text.strip() for p in params.message.parts if p.HasField("text")):
+            texts = [p.text for p in params.message.parts if p.HasField("text")]
+            if not any(t.strip() for t in texts):
                 raise InvalidParamsError(message="The message needs a non-empty text part.")
+            chars = sum(len(t) for t in texts)
+            if chars > self.max_chars:
+                raise InvalidParamsError(
+                    message=f"Too much text: {chars} characters, at most {self.max_chars} "
+                    "(SB_MAX_BODY_CHARS)."
+                )
         return await super().build(context, params, task_id, context_id, task)
 
 
@@ -145,7 +157,6 @@ class SessionExecutor(AgentExecutor):
         self.conversations = conversations
         self.agent = settings.default_agent
         self.timeout_s = settings.reply_timeout_s
-        self.max_chars = settings.max_body_chars
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
@@ -156,15 +167,6 @@ class SessionExecutor(AgentExecutor):
                 new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
             )
         text = context.get_user_input()
-        if len(text) > self.max_chars:
-            await updater.reject(
-                self._say(
-                    updater,
-                    f"Too much text: {len(text)} characters, at most {self.max_chars} "
-                    "(SB_MAX_BODY_CHARS).",
-                )
-            )
-            return
         key = session_key(self.agent, context_id)
         out = Outgoing(CHANNEL, text, key, self.agent, sender=context_id)
         artifact_id = uuid.uuid4().hex
@@ -239,7 +241,7 @@ def mount(app: FastAPI, settings: GatewaySettings, conversations: Conversations)
         agent_executor=SessionExecutor(conversations, settings),
         task_store=BoundedTaskStore(settings.a2a_max_tasks),
         agent_card=card,
-        request_context_builder=CheckedContextBuilder(),
+        request_context_builder=CheckedContextBuilder(settings.max_body_chars),
     )
     add_a2a_routes_to_fastapi(  # in the gateway's OpenAPI too (behind the token)
         app,
