@@ -7,7 +7,7 @@ ids, so the stream drops them as duplicates for as long as its dedupe window las
 window a republish would reach the user twice, hence :attr:`OutboundPublisher.republish_window_s`.
 
 Channels whose replies go back over the request itself (the HTTP API, the OpenAI-compatible API,
-WebChat's live events) get no outbound parts."""
+WebChat's live events, A2A tasks) get no outbound parts."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 # a scheduled job's ("cron") goes to its deliver_to chat, if it names one, else nowhere; a
 # sub-agent's ("subagent") and a sessions_send message's ("session") stay in their session.
 EVENT_ONLY_CHANNELS = frozenset(
-    {"api", "openai", "webchat", "hooks", "cron", "subagent", "session"}
+    {"api", "openai", "webchat", "hooks", "cron", "subagent", "session", "a2a"}
 )
 DEFAULT_ACCOUNT = "default"
 REPUBLISH_MARGIN_S = 60.0  # republish only this far inside the dedupe window

@@ -49,6 +49,7 @@ TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "group:automation": ("cron",),
     "group:media": ("image",),
     "group:mcp": ("*__*",),
+    "group:a2a": ("a2a_delegate",),  # a2a: remote A2A agents the operator configured
 }
 
 PROFILES: dict[str, tuple[str, ...]] = {
@@ -81,6 +82,7 @@ DEFAULT_SUBAGENT_DENY: tuple[str, ...] = (
     "cron",
     "memory_store",
     "message",
+    "a2a_delegate",  # a2a: sub-agents do not talk to other agents outside
 )
 
 _CONFIG_KEYS = ("profile", "allow", "deny")

@@ -76,7 +76,8 @@ def test_entry_matching(entry: str, tool: str, matches: bool) -> None:
 
 PROFILE_TABLE = [
     ("minimal", {"get_time"}),
-    ("coding", set(BUILTIN) - {"message", "cron"}),
+    # a2a: delegating to remote agents is in no profile but full
+    ("coding", set(BUILTIN) - {"message", "cron", "a2a_delegate"}),
     (
         "messaging",
         {"message", "sessions_list", "sessions_history", "get_time", "web_search", "image"},

@@ -27,6 +27,7 @@ from switchboard.v1 import (
 )
 
 from . import (
+    a2a_server,  # a2a: the agent card and POST /a2a (JSON-RPC)
     approvals_api,
     cron_api,
     events_api,
@@ -180,6 +181,7 @@ def create_app(
     if channels:
         app.include_router(channel_routes.router)
     hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured
+    a2a_server.mount(app, settings, app.state.conversations)  # a2a: card and POST /a2a
     install_error_handlers(app)
     app.add_middleware(TokenAuth, token=settings.gateway_token.get_secret_value())
     # Before authentication and any parsing: an oversized body is refused from its headers.

@@ -9,6 +9,7 @@ import hmac
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .a2a_server import CARD_PATH
 from .errors import error_body
 
 # /metrics is not public: its series name routes, channels and volumes. /openapi.json is served
@@ -24,6 +25,8 @@ PUBLIC = frozenset(
         "/webchat/view.js",
         "/webchat/webchat.js",
         "/webchat/webchat.css",
+        # --- a2a: the agent card (it names the bearer scheme; POST /a2a needs the token) ---
+        CARD_PATH,
     }
 )
 # Channel webhooks are authenticated by the platform's own signature or secret.

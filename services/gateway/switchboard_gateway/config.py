@@ -93,6 +93,13 @@ class GatewaySettings(CommonSettings, RpcSettings):
     hooks_mappings: SecretStr = SecretStr("")
     # Characters of a hook's message: longer is refused (wake, agent) or cut (a mapping's).
     hooks_max_message_chars: int = Field(default=20_000, ge=100, le=1_000_000)
+    # --- a2a (a2a_server.py, README "A2A") ---
+    # The gateway's public base URL, advertised in the A2A agent card as <url>/a2a (empty:
+    # http://127.0.0.1:<SB_HTTP_PORT>, which only a client on the same host can use).
+    a2a_public_url: str = ""
+    # Tasks the A2A server remembers (in memory, per replica); the oldest are forgotten.
+    a2a_max_tasks: int = Field(default=10_000, ge=10, le=1_000_000)
+    # --- end a2a ---
 
     @model_validator(mode="after")
     def _hooks(self) -> Self:

@@ -19,6 +19,8 @@ PUBLIC = {"/", "/healthz", "/readyz"}
 # --- webchat: its page is public (no data); its WebSocket authenticates itself with its first
 # frame (the middleware sees HTTP only), tested in test_webchat.py. ---
 PUBLIC |= {"/webchat", "/webchat/view.js", "/webchat/webchat.js", "/webchat/webchat.css"}
+# --- a2a: the agent card is public (it names the bearer scheme); POST /a2a needs the token. ---
+PUBLIC |= {"/.well-known/agent-card.json"}
 SELF_AUTHENTICATED_SOCKETS = {"/webchat/ws"}
 WEBHOOK = "/channels/{channel}/{account}"
 PARAMS = {"key": "main:api:alice", "approval_id": "ap-1", "channel": "fakechat"}

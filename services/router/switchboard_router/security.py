@@ -41,7 +41,7 @@ Notify = Callable[[messages_pb2.InboundMessage, router_pb2.PairingRequest], Awai
 # Channels the gateway authenticates itself (its bearer token or a paired device), and the
 # scheduler's system events ("cron"): only the gateway's and the scheduler's NATS users may
 # publish inbound subjects (switchboard.natsauth).
-AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks", "cron"})
+AUTHENTICATED_CHANNELS = frozenset({"api", "openai", "webchat", "hooks", "cron", "a2a"})
 
 NOT_ALLOWED = "not_allowed"
 PAIRING_REQUIRED = "pairing_required"

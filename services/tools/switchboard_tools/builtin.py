@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from switchboard_tools.a2a_settings import A2ASettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.procs import ProcessManager
 from switchboard_tools.registry import DEFAULT_MAX_ARGS_BYTES, Tool, ToolRegistry
 from switchboard_tools.sandbox import Sandbox, SpawningSandbox
+from switchboard_tools.tools.a2a_delegate import A2ADelegateTool
 from switchboard_tools.tools.apply_patch import ApplyPatchTool
 from switchboard_tools.tools.edit import EditTool
 from switchboard_tools.tools.exec import ExecTool
@@ -28,6 +30,7 @@ def builtin_registry(
     processes: ProcessManager | None = None,
     max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
     exec_mode: str = "allowlist",
+    a2a: A2ASettings | None = None,
 ) -> ToolRegistry:
     """get_time, read, write, edit, list_dir, search_files and exec (``exec_allowlist`` is
     for its allowlist mode; ``None`` means the default allowlist, see
@@ -37,7 +40,8 @@ def builtin_registry(
     web_fetch and web_search take ``web`` (``None``: defaults, no search provider).
     apply_patch; process (long-running commands) when the sandbox can spawn, with
     ``processes`` as its manager (``None``: a new one with default limits).
-    ``max_args_bytes``: the cap on a call's JSON arguments (``SB_TOOL_ARGS_MAX_BYTES``)."""
+    ``max_args_bytes``: the cap on a call's JSON arguments (``SB_TOOL_ARGS_MAX_BYTES``).
+    a2a_delegate when ``a2a`` configures remote agents (``SB_A2A_AGENTS``)."""
     return ToolRegistry(
         [
             GetTimeTool(),
@@ -51,6 +55,7 @@ def builtin_registry(
             *_process_tools(sandbox, exec_allowlist, processes, exec_mode),
             WebFetchTool(web),
             WebSearchTool(web),
+            *_a2a_tools(a2a, web),
         ],
         max_args_bytes=max_args_bytes,
     )
@@ -67,3 +72,9 @@ def _process_tools(
             return []
         processes = ProcessManager(sandbox)
     return [ProcessTool(processes, allowlist=allowlist, mode=mode)]
+
+
+def _a2a_tools(a2a: A2ASettings | None, web: WebSettings | None) -> list[Tool]:
+    if a2a is None or not a2a.a2a_agents:
+        return []
+    return [A2ADelegateTool(a2a, list(web.web_fetch_allow_cidrs) if web is not None else None)]

@@ -8,11 +8,12 @@ from typing import Literal
 from pydantic import Field
 
 from switchboard.settings import CommonSettings
+from switchboard_tools.a2a_settings import A2ASettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.sandbox.settings import ExecSettings
 
 
-class ToolsSettings(CommonSettings, WebSettings, ExecSettings):
+class ToolsSettings(CommonSettings, WebSettings, ExecSettings, A2ASettings):
     workspaces_dir: Path | None = None
     tools_max_concurrency: int = Field(default=8, ge=1, le=1000)
     tools_max_timeout_s: float = Field(default=300.0, gt=0)

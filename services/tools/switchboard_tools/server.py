@@ -174,6 +174,7 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
             processes=processes,
             max_args_bytes=settings.tool_args_max_bytes,
             exec_mode=settings.exec_mode,
+            a2a=settings,
         )
         executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes)
         await executor.serve_processes()
