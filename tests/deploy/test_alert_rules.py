@@ -5,32 +5,20 @@ promtool tests skip on a developer machine and fail under ``CI=true``."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from ruamel.yaml import YAML
 
+from .debian_tools import prometheus_tool
 from .metrics_catalog import exported_series, selectors, unknown_references
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 
 
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found:
-        return found
-    reason = "promtool is not installed (apt-get install prometheus; `make install` does it)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: this must run here, not be skipped)", pytrace=False)
-    pytest.skip(reason)
-
-
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [promtool(), *args], cwd=RULES, capture_output=True, text=True, timeout=120
+        [prometheus_tool("promtool"), *args], cwd=RULES, capture_output=True, text=True, timeout=120
     )
 
 

@@ -7,7 +7,6 @@ documents every variable Compose requires. Nothing here runs a container (see RE
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from switchboard.cli.secrets_env import env_file
 
+from .debian_tools import prometheus_tool
 from .manifests import (
     COMPOSE_FILE,
     NO_HEALTHCHECK,
@@ -110,11 +110,8 @@ def test_every_file_compose_mounts_exists() -> None:
 
 
 def test_the_prometheus_config_is_valid_and_loads_the_alert_rules() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed (apt-get install prometheus; `make install`)")
     done = subprocess.run(
-        [promtool, "check", "config", PROMETHEUS_CONFIG.name],
+        [prometheus_tool("promtool"), "check", "config", PROMETHEUS_CONFIG.name],
         cwd=PROMETHEUS_CONFIG.parent,
         capture_output=True,
         text=True,

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from switchboard.embedded import free_port
 from tests.fakes.llm import tool_then_text
 from tests.support.services import ServiceProcesses, with_fake_model
 
+from .debian_tools import prometheus_tool
 from .metrics_catalog import selectors
 from .test_dashboards import dashboard_files, panels
 
@@ -59,16 +58,6 @@ EMPTY_ALERT_METRICS = {
     "sb_agent_budget_stops_total": "no SB_BUDGET is set",
     "sb_agent_failovers_total": "the one model never fails",
 }
-
-
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    reason = "prometheus is not installed (apt-get install prometheus; `make install` does it)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: this must run here, not be skipped)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +116,7 @@ class Prometheus:
 def prometheus(
     system: ServiceProcesses, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
-    binary = prometheus_binary()
+    binary = prometheus_tool("prometheus")
     here = tmp_path_factory.mktemp("prometheus")
     config = here / "prometheus.yml"
     YAML().dump(scrape_config(system), config)
