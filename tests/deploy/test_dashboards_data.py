@@ -47,7 +47,7 @@ EMPTY_PANELS = {
     ("switchboard-llm", "Unpriced model calls"): "the model has an SB_PRICES entry",
     ("switchboard-llm", "Runs stopped by a budget"): "no SB_BUDGET is set",
     ("switchboard-llm", "Failovers by reason"): "the one model never fails",
-    ("switchboard-llm", "Compactions by reason"): "a two-turn session is never compacted",
+    ("switchboard-llm", "Compactions by reason"): "two one-turn sessions are never compacted",
     ("switchboard-tools", "Approvals by outcome"): "no tool needs an approval here",
     ("switchboard-tools", "Calls refused by policy"): "the default policy allows get_time",
 }
