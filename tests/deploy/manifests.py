@@ -28,6 +28,11 @@ RUNTIME_UID = 10001
 WORKSPACES = "/workspaces"
 SERVICES = registry.SERVICES
 INFRASTRUCTURE = set(registry.INFRASTRUCTURE)  # nats, postgres: deployed, not in the registry
+# Compose's observability stack (deploy/): deployed, not in the registry.
+OBSERVABILITY = {"otel-collector", "jaeger", "prometheus", "grafana"}
+# Images with nothing in them that could run a health check (the collector's is the bare
+# binary); nothing may wait for them to be healthy.
+NO_HEALTHCHECK = {"otel-collector"}
 BASE_SHARED = {"config.yaml"}  # the base's files that belong to no single service
 KUSTOMIZATIONS = sorted(K8S.rglob("kustomization.yaml"))
 SECRET = "switchboard-secrets"  # the one Secret the base references; overlays provide it

@@ -384,6 +384,16 @@ def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: Otl
     llm_span = by_name["llm.call"][0]
     assert llm_span.attributes["gen_ai.system"] == "openai"
     assert llm_span.attributes["gen_ai.usage.input_tokens"] > 0
+    # The GenAI semantic conventions (genai.py): the first call ends in the tool call.
+    genai = {k: v for k, v in llm_span.attributes.items() if k.startswith("gen_ai.")}
+    assert genai["gen_ai.provider.name"] == "openai"
+    assert genai["gen_ai.operation.name"] == "chat"
+    assert genai["gen_ai.request.model"] == genai["gen_ai.response.model"]
+    assert genai["gen_ai.usage.output_tokens"] > 0
+    assert {tuple(s.attributes["gen_ai.response.finish_reasons"]) for s in by_name["llm.call"]} == {
+        ("tool_use",),
+        ("end_turn",),
+    }
 
 
 SERVICES = ("gateway", "router", "agent", "tools")

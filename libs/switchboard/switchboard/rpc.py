@@ -42,11 +42,23 @@ _KINDS = {
 }
 
 
+def _status(context: grpc.aio.ServicerContext, failed: bool) -> str:
+    """The call's gRPC status name (``NOT_FOUND``...): what the handler aborted or set, else
+    ``UNKNOWN`` for a handler that raised (what the caller gets), ``OK`` for one that returned."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    return "UNKNOWN" if failed else "OK"
+
+
 @contextlib.contextmanager
-def _server_span(method: str, metadata: Mapping[str, str]) -> Iterator[None]:
-    """A SERVER span continuing the caller's trace, and the handling-time histogram."""
+def _server_span(
+    method: str, metadata: Mapping[str, str], context: grpc.aio.ServicerContext
+) -> Iterator[None]:
+    """A SERVER span continuing the caller's trace, and the handling-time histogram labelled
+    with the status the call ended with."""
     start = time.perf_counter()
-    code = "OK"
+    failed = False
     with tracer.start_as_current_span(
         method.lstrip("/"), context=extract_context(metadata), kind=SpanKind.SERVER
     ) as span:
@@ -54,10 +66,11 @@ def _server_span(method: str, metadata: Mapping[str, str]) -> Iterator[None]:
         try:
             yield
         except Exception:
-            code = "ERROR"
+            failed = True
             span.set_status(Status(StatusCode.ERROR))
             raise
         finally:
+            code = _status(context, failed)
             RPC_SECONDS.labels(method, code).observe(time.perf_counter() - start)
 
 
@@ -67,14 +80,14 @@ def _traced(inner: Callable[..., Any], method: str, metadata: Mapping[str, str])
     if inspect.isasyncgenfunction(inner):
 
         async def generator(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            with _server_span(method, metadata):
+            with _server_span(method, metadata, context):
                 async for response in inner(request, context):
                     yield response
 
         return generator
 
     async def coroutine(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        with _server_span(method, metadata):
+        with _server_span(method, metadata, context):
             return await inner(request, context)
 
     return coroutine

@@ -30,6 +30,7 @@ REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 SESSIONS = "switchboard.v1.Sessions"
 UPLOAD = "/test.Upload/Count"
 FAIL = "/test.Upload/Fail"
+MISSING = "/test.Upload/Missing"
 TOKEN = "test-service-token-0123456789abcdef"
 BEARER = (("authorization", f"Bearer {TOKEN}"),)
 
@@ -72,12 +73,17 @@ class Uploads:
     async def fail(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise RuntimeError("handler broke")
 
+    async def missing(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
+        raise AssertionError("context.abort raises")
+
     def handlers(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
             "test.Upload",
             {
                 "Count": grpc.stream_unary_rpc_method_handler(self.count),
                 "Fail": grpc.unary_unary_rpc_method_handler(self.fail),
+                "Missing": grpc.unary_unary_rpc_method_handler(self.missing),
             },
         )
 
@@ -226,13 +232,19 @@ async def test_channel_injects_traceparent_and_a_default_deadline(otlp: Receiver
 
 async def _errors(otlp: Receiver) -> None:
     served = await _serve(otlp)
-    before = handled(FAIL, "ERROR")
+    before = handled(FAIL, "UNKNOWN"), handled(MISSING, "NOT_FOUND")
     try:
         async with rpc.channel(served.target, TOKEN) as ch:
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await ch.unary_unary(FAIL)(b"x")
             assert raised.value.code() == grpc.StatusCode.UNKNOWN
-            assert await eventually(lambda: handled(FAIL, "ERROR") > before)
+            # The histogram's code is the status the caller got: a handler that raised is
+            # UNKNOWN, an abort keeps its status (dashboards and alerts tell them apart).
+            assert await eventually(lambda: handled(FAIL, "UNKNOWN") > before[0])
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await ch.unary_unary(MISSING)(b"x")
+            assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+            assert await eventually(lambda: handled(MISSING, "NOT_FOUND") > before[1])
     finally:
         await served.server.stop(0)
         served.telemetry.shutdown()

@@ -51,6 +51,7 @@ from .context_view import (
 )
 from .events import RunEvents
 from .failover import ModelRouter, RoutedModel
+from .genai import describe_request, describe_response
 from .local_tools import LocalContext, LocalTools
 from .memory_flush import STORE, FlushResult, MemoryFileStore, flush_request, store_facts
 from .memory_scope import ScopeMode, reads_memory_files
@@ -237,9 +238,7 @@ class Compactor:
         """One compaction call (nothing of it streams to the user); its usage is counted."""
         model = job.model
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
-            span.set_attribute("gen_ai.system", model.provider)
-            span.set_attribute("gen_ai.request.model", model.model)
-            span.set_attribute("gen_ai.operation.name", "chat")
+            describe_request(span, model, request)
             span.set_attribute("sb.compaction.step", step)
             response: ModelResponse | None = None
             async for item in model.stream(request):
@@ -247,6 +246,7 @@ class Compactor:
                     response = item
             if response is None:
                 raise ModelError("the model stream ended without a response")
+            describe_response(span, response)
         usage: Usage = response.usage
         LLM_TOKENS.labels(model.provider, model.model, "input").inc(usage.input_tokens)
         LLM_TOKENS.labels(model.provider, model.model, "output").inc(usage.output_tokens)

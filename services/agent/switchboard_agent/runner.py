@@ -28,6 +28,7 @@ from .budget import Accounting
 from .compaction import Compactor
 from .events import RunEvents
 from .failover import ModelRouter
+from .genai import describe_request, describe_response
 from .heartbeat import is_heartbeat, silent_heartbeat
 from .hooks import Hooks, RunInfo
 from .local_tools import LocalTools
@@ -386,9 +387,7 @@ class Runner:
     ) -> ModelResponse:
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
-            span.set_attribute("gen_ai.system", model.provider)
-            span.set_attribute("gen_ai.request.model", model.model)
-            span.set_attribute("gen_ai.operation.name", "chat")
+            describe_request(span, model, request)
             first = True
             response: ModelResponse | None = None
             async for event in model.stream(request):
@@ -401,10 +400,7 @@ class Runner:
                     response = event
             if response is None:
                 raise ModelError("the model stream ended without a response")
-            span.set_attribute("gen_ai.response.model", response.model)
-            span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
-            span.set_attribute("gen_ai.response.finish_reasons", [response.stop_reason])
+            describe_response(span, response)
         LLM_SECONDS.labels(model.provider, model.model).observe(time.perf_counter() - start)
         LLM_TOKENS.labels(model.provider, model.model, "input").inc(response.usage.input_tokens)
         LLM_TOKENS.labels(model.provider, model.model, "output").inc(response.usage.output_tokens)

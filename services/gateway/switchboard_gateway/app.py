@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -49,7 +50,7 @@ from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
 from .limits import BodyLimit, StreamSlots
-from .metrics import REQUESTS
+from .metrics import REQUEST_SECONDS, REQUESTS
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.gateway")
@@ -68,6 +69,7 @@ class TraceMiddleware:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         status = {"code": 500}
+        start = time.perf_counter()
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -86,8 +88,9 @@ class TraceMiddleware:
                 if status["code"] >= 500:
                     span.set_status(Status(StatusCode.ERROR))
                 log.info("%s %s %s", scope["method"], scope["path"], status["code"])
-                route = scope.get("route")
-                REQUESTS.labels(getattr(route, "path", "unmatched"), str(status["code"])).inc()
+                path = getattr(scope.get("route"), "path", "unmatched")
+                REQUESTS.labels(path, str(status["code"])).inc()
+                REQUEST_SECONDS.labels(path).observe(time.perf_counter() - start)
 
 
 def add_system_readiness(

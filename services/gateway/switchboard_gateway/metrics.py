@@ -3,6 +3,8 @@
 from prometheus_client import Counter, Gauge, Histogram
 
 REQUESTS = Counter("sb_gateway_requests_total", "HTTP requests", ["route", "status"])
+# Until the response's handler returns: a streamed reply (SSE) counts until its end.
+REQUEST_SECONDS = Histogram("sb_gateway_request_seconds", "HTTP request handling time", ["route"])
 INBOUND = Counter("sb_inbound_messages_total", "Inbound messages published", ["channel"])
 REPLY_SECONDS = Histogram("sb_gateway_reply_seconds", "Inbound message to full reply", ["channel"])
 OUTBOUND = Counter(

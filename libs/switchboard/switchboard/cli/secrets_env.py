@@ -16,8 +16,9 @@ from switchboard import natsauth
 DATABASE_HOST = "postgres:5432"  # the PostgreSQL of Compose and of the dev overlay
 
 
-def env_file(*, database_url: bool) -> str:
-    """The env file's text; ``database_url`` adds SB_DATABASE_URL for the dev PostgreSQL."""
+def env_file(*, database_url: bool, grafana: bool = False) -> str:
+    """The env file's text; ``database_url`` adds SB_DATABASE_URL for the dev PostgreSQL,
+    ``grafana`` the admin password of Compose's Grafana."""
     postgres = secrets.token_urlsafe(24)
     values = {
         "SB_GATEWAY_TOKEN": secrets.token_urlsafe(32),
@@ -29,13 +30,15 @@ def env_file(*, database_url: bool) -> str:
         values["SB_DATABASE_URL"] = (
             f"postgresql://switchboard:{postgres}@{DATABASE_HOST}/switchboard"
         )
+    if grafana:
+        values["GRAFANA_ADMIN_PASSWORD"] = secrets.token_urlsafe(24)
     lines = ["# Switchboard credentials, generated: keep this file private (chmod 600)."]
     lines += [f"{name}={value}" for name, value in values.items()]
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stdout.write(env_file(database_url=args.k8s))
+    sys.stdout.write(env_file(database_url=args.k8s, grafana=not args.k8s))
     return 0
 
 
