@@ -11,6 +11,10 @@ from switchboard.settings import CommonSettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.sandbox.settings import ExecSettings
 
+# The durable consumer of the TOOLS stream every executor pulls from (Kubernetes' KEDA
+# ScaledObject scales the executors on its backlog: k8s/components/autoscaling/tools.yaml).
+CONSUMER = "executor"
+
 
 class ToolsSettings(CommonSettings, WebSettings, ExecSettings):
     workspaces_dir: Path | None = None
