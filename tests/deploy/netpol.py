@@ -152,16 +152,29 @@ def allowed(
     )
 
 
-def flows(docs: list[Doc]) -> set[tuple[str, str, int]]:
-    """Every (source, destination, port) between the build's pods that the policies allow."""
+def flows(docs: list[Doc], direction: str | None = None) -> set[tuple[str, str, int]]:
+    """Every (source, destination, port) between the build's pods that the policies allow; with
+    ``direction`` ("Ingress", "Egress"), what that side alone allows (the other side open)."""
     all_policies = policies(docs)
     every_pod = pods(docs)
+
+    def admitted(source: Pod, destination: Pod, number: int, protocol: str) -> bool:
+        if direction == "Ingress":
+            return direction_allows(
+                all_policies, direction, destination, source, destination, number, protocol
+            )
+        if direction == "Egress":
+            return direction_allows(
+                all_policies, direction, source, destination, destination, number, protocol
+            )
+        return allowed(all_policies, source, destination, number, protocol)
+
     return {
         (source.name, destination.name, number)
         for source in every_pod
         for destination in every_pod
         for number, protocol in destination.numbers
-        if allowed(all_policies, source, destination, number, protocol)
+        if admitted(source, destination, number, protocol)
     }
 
 
