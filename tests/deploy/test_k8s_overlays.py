@@ -15,6 +15,7 @@ from switchboard.bus import Subjects
 from switchboard.registry import Service
 from switchboard_tools.config import CONSUMER
 
+from . import netpol
 from .conftest import Builds
 from .manifests import OVERLAYS, SERVICES, WORKSPACES, WORKSPACES_CLAIM, Doc, container_env
 from .validation import checkov_failures
@@ -120,6 +121,19 @@ def test_prod_runs_two_pods_of_everything_but_single_volume_services(
             assert deployment["spec"]["strategy"]["type"] == "Recreate", name
         else:
             assert fewest >= 2, f"{name}: {fewest} pod(s) do not survive a node"
+
+
+def test_prod_spreads_replicas_over_nodes_and_zones(prod_build: list[Doc]) -> None:
+    for name, deployment in objects_of(prod_build, "Deployment").items():
+        constraints = pod_spec(deployment).get("topologySpreadConstraints", [])
+        keys = {c["topologyKey"] for c in constraints}
+        assert {"kubernetes.io/hostname", "topology.kubernetes.io/zone"} <= keys, name
+        for constraint in constraints:
+            labels = deployment["spec"]["template"]["metadata"]["labels"]
+            assert netpol.selects(constraint["labelSelector"], labels), f"{name}: own pods"
+            assert "pod-template-hash" in constraint.get("matchLabelKeys", []), (
+                f"{name}: without pod-template-hash the spread counts every service's pods"
+            )
 
 
 def test_prod_autoscales_the_gateway_and_agent_on_cpu(prod_build: list[Doc]) -> None:
