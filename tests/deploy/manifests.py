@@ -33,10 +33,14 @@ OBSERVABILITY = {"otel-collector", "jaeger", "prometheus", "grafana"}
 # Images with nothing in them that could run a health check (the collector's is the bare
 # binary); nothing may wait for them to be healthy.
 NO_HEALTHCHECK = {"otel-collector"}
-BASE_SHARED = {"config.yaml"}  # the base's files that belong to no single service
+# The base's files that belong to no single service.
+BASE_SHARED = {"config.yaml", "workspaces.yaml", "disruption-budgets.yaml", "network-policies.yaml"}
 KUSTOMIZATIONS = sorted(K8S.rglob("kustomization.yaml"))
 SECRET = "switchboard-secrets"  # the one Secret the base references; overlays provide it
 DEV_OVERLAY = K8S / "overlays" / "dev"
+PROD_OVERLAY = K8S / "overlays" / "prod"
+OVERLAYS = {"dev": DEV_OVERLAY / "kustomization.yaml", "prod": PROD_OVERLAY / "kustomization.yaml"}
+WORKSPACES_CLAIM = "workspaces"  # the PersistentVolumeClaim mounted at WORKSPACES
 NATS_AUTH_FILE = ROOT / natsauth.DEPLOY_CONFIG
 NATS_AUTH_MOUNT = "/etc/nats/auth.conf"
 ALL_INTERFACES = "0.0.0.0"

@@ -2,11 +2,13 @@
 the registry of services (libs/switchboard/switchboard/registry.py) and against their schemas.
 
 Schemas come vendored with check-jsonschema (the compose spec) and kubernetes-validate (the
-Kubernetes OpenAPI, strict mode), and kubectl (for `kubectl kustomize`) is a wheel of
-requirements-dev.txt, so nothing here needs the network, a cluster or a Docker daemon.
+Kubernetes OpenAPI, strict mode), custom resources' (KEDA) in tests/deploy/schemas/, and kubectl
+(for `kubectl kustomize`) is a wheel of requirements-dev.txt, so nothing here needs the network,
+a cluster or a Docker daemon.
 
-The credentials each deployment hands out are checked in test_deploy_credentials.py; what the
-checks share is in manifests.py.
+The credentials each deployment hands out are checked in test_deploy_credentials.py, the
+overlays' objects (PDBs, autoscaling, Ingress, workspaces, checkov) in test_k8s_overlays.py,
+the NetworkPolicies in test_network_policies.py; what the checks share is in manifests.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from switchboard import registry
 from switchboard.registry import Service
 
+from .conftest import Builds
 from .manifests import (
     BASE,
     BASE_SHARED,
@@ -35,6 +38,7 @@ from .manifests import (
     RUNTIME_UID,
     SERVICES,
     WORKSPACES,
+    WORKSPACES_CLAIM,
     Doc,
     base_container,
     base_pod,
@@ -46,10 +50,10 @@ from .manifests import (
     dockerfile_instructions,
     git_ignored,
     image_repository,
-    kustomize,
     kustomize_entries,
     kustomize_inputs,
     load_doc,
+    load_docs,
     manifest_files,
     mounted_volume,
     objects,
@@ -59,6 +63,7 @@ from .manifests import (
     service_id,
     yaml_files,
 )
+from .validation import validate_strictly
 
 # --- (a) and (b): schemas --------------------------------------------------------------------
 
@@ -67,10 +72,10 @@ def test_compose_file_matches_the_compose_spec() -> None:
     run_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", relative(COMPOSE_FILE))
 
 
-def test_k8s_manifests_pass_strict_kubernetes_validation() -> None:
+def test_k8s_manifests_pass_strict_kubernetes_validation(tmp_path: Path) -> None:
     manifests = manifest_files()
     assert manifests, "no manifests under k8s/"
-    run_tool("kubernetes-validate", "--strict", "--quiet", *map(relative, manifests))
+    validate_strictly([doc for path in manifests for doc in load_docs(path)], tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -79,11 +84,9 @@ def test_k8s_manifests_pass_strict_kubernetes_validation() -> None:
     ids=relative,
 )
 def test_kustomize_build_passes_strict_validation(
-    kustomization: Path, k8s_copy: Path, tmp_path: Path
+    kustomization: Path, builds: Builds, tmp_path: Path
 ) -> None:
-    built = tmp_path / "built.yaml"
-    built.write_text(kustomize(k8s_copy, kustomization))
-    run_tool("kubernetes-validate", "--strict", "--quiet", str(built))
+    validate_strictly(builds.docs(kustomization), tmp_path)
 
 
 # --- (c): kustomizations list exactly their files ---------------------------------------------
@@ -223,7 +226,7 @@ def test_k8s_service_matches_the_registry(service: Service) -> None:
     assert account["automountServiceAccountToken"] is False
     pod = base_pod(service)
     assert pod["serviceAccountName"] == service.name
-    assert pod.get("automountServiceAccountToken") is not True
+    assert pod.get("automountServiceAccountToken") is False, "no API token in the pod"
 
     expected = {(p.name, p.number) for p in service.ports}
     container = base_container(service)
@@ -330,7 +333,9 @@ def test_tool_workspaces_are_writable_volumes() -> None:
     pod = objects(K8S / "base" / "tools.yaml", "Deployment")["tools"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container_env(container)["SB_WORKSPACES_DIR"] == WORKSPACES
-    assert "emptyDir" in mounted_volume(pod, container, WORKSPACES), "k8s: no emptyDir workspaces"
+    volume = mounted_volume(pod, container, WORKSPACES)
+    claim = volume.get("persistentVolumeClaim", {})
+    assert claim.get("claimName") == WORKSPACES_CLAIM, "k8s: the shared workspaces volume"
 
 
 @pytest.mark.parametrize("deployment", deployments())

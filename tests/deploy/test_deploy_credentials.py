@@ -26,6 +26,7 @@ from .manifests import (
     NATS_AUTH_FILE,
     NATS_AUTH_MOUNT,
     OPTIONAL_KEYS,
+    OVERLAYS,
     ROOT,
     SECRET,
     SERVICES,
@@ -86,18 +87,21 @@ def test_base_references_the_secret_it_does_not_define() -> None:
         assert names <= {SECRET}, f"{service.name}: secrets other than {SECRET}: {names}"
 
 
-def test_built_secrets_are_generated_from_files(k8s_copy: Path, dev_build: list[Doc]) -> None:
-    """Every Secret of the built overlay is a secretGenerator's, holding its files' values."""
+def test_built_secrets_are_generated_from_files(
+    k8s_copy: Path, overlay: tuple[str, list[Doc]]
+) -> None:
+    """Every Secret of a built overlay is its secretGenerator's, holding its files' values."""
+    name, built = overlay
+    kustomization = OVERLAYS[name]
     generators = {
         generator["name"]: [
             k8s_copy / kustomization.parent.relative_to(K8S) / source.split("=", 1)[-1]
             for source in generator.get("envs", [])
         ]
-        for kustomization in KUSTOMIZATIONS
         for generator in load_doc(kustomization).get("secretGenerator", [])
     }
-    secrets = [doc for doc in dev_build if doc["kind"] == "Secret"]
-    assert secrets, "the dev overlay generates no Secret"
+    secrets = [doc for doc in built if doc["kind"] == "Secret"]
+    assert secrets, f"the {name} overlay generates no Secret"
     for secret in secrets:
         name = secret["metadata"]["name"]
         generator = name if name in generators else name.rsplit("-", 1)[0]
@@ -110,16 +114,17 @@ def test_built_secrets_are_generated_from_files(k8s_copy: Path, dev_build: list[
         assert data == expected, f"Secret {name}: not the values of its env files"
 
 
-def test_built_secret_and_config_references_resolve(dev_build: list[Doc]) -> None:
-    """Every secretKeyRef of the built overlay names a Secret of the build (kustomize rewrote the
+def test_built_secret_and_config_references_resolve(overlay: tuple[str, list[Doc]]) -> None:
+    """Every secretKeyRef of a built overlay names a Secret of the build (kustomize rewrote the
     generated name) and a key `switchboard secrets --k8s` writes, unless optional; every
     configMap volume names a ConfigMap of the build."""
+    _, built = overlay
     secrets = {
-        d["metadata"]["name"]: set(d.get("data", {})) for d in dev_build if d["kind"] == "Secret"
+        d["metadata"]["name"]: set(d.get("data", {})) for d in built if d["kind"] == "Secret"
     }
-    config_maps = {d["metadata"]["name"] for d in dev_build if d["kind"] == "ConfigMap"}
+    config_maps = {d["metadata"]["name"] for d in built if d["kind"] == "ConfigMap"}
     problems = []
-    for workload in dev_build:
+    for workload in built:
         if workload["kind"] not in {"Deployment", "StatefulSet"}:
             continue
         pod = workload["spec"]["template"]["spec"]

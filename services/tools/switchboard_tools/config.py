@@ -12,6 +12,10 @@ from switchboard_tools.a2a_settings import A2ASettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.sandbox.settings import ExecSettings
 
+# The durable consumer of the TOOLS stream every executor pulls from (Kubernetes' KEDA
+# ScaledObject scales the executors on its backlog: k8s/components/autoscaling/tools.yaml).
+CONSUMER = "executor"
+
 
 class ToolsSettings(CommonSettings, WebSettings, ExecSettings, A2ASettings):
     workspaces_dir: Path | None = None

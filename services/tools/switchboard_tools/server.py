@@ -21,7 +21,7 @@ from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
 from .builtin import builtin_registry
-from .config import ToolsSettings
+from .config import CONSUMER, ToolsSettings
 from .errors import ToolError
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .procbus import ProcessBus
@@ -186,7 +186,7 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
         )
         await rt.consume(
             "TOOLS",
-            "executor",
+            CONSUMER,
             f"{settings.subject_prefix}.tools.call.>",
             messages_pb2.ToolCall,
             executor.handle,
