@@ -56,6 +56,10 @@ Agent = Annotated[
         description="The agent (default: the gateway's default agent).",
     ),
 ]
+AgentFilter = Annotated[
+    str,
+    Field(pattern=f"{AGENT_ID_PATTERN}|^$", description="Only this agent's (default: all)."),
+]
 SessionArg = Annotated[
     str,
     Field(
@@ -215,7 +219,7 @@ class McpEndpoint:
 
     async def list_sessions(
         self,
-        agent: Agent = "",
+        agent: AgentFilter = "",
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 50,
     ) -> dict[str, Any]:
         """The sessions (conversations), the most recently active first: their keys, agent,
