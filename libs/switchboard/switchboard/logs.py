@@ -59,3 +59,5 @@ def setup_logging(
     root.setLevel(level)
     for noisy in ("httpx", "httpx2", "httpcore", "nats", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # mcp: a line per MCP request ("Terminating session: None"); the gateway logs each request
+    logging.getLogger("mcp.server.streamable_http").setLevel(max(logging.WARNING, root.level))

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard import registry, rpc
@@ -50,6 +51,8 @@ from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
 from .limits import BodyLimit, StreamSlots
+from .mcp_server import PATH as MCP_PATH
+from .mcp_server import McpEndpoint
 from .metrics import REQUEST_SECONDS, REQUESTS
 
 log = logging.getLogger(__name__)
@@ -134,7 +137,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if channels:
             await typing.start()
-        yield
+        async with mcp.running():  # mcp: made below, once app.state is
+            yield
         await typing.close()
         for ch in grpc_channels.values():
             await ch.close()
@@ -181,6 +185,8 @@ def create_app(
     app.include_router(media_api.router)  # media: GET /api/media/{sha256}
     app.include_router(usage_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
+    mcp = McpEndpoint(app.state)  # mcp: streamable HTTP at /mcp, behind the token
+    app.router.routes.append(Route(MCP_PATH, mcp.asgi, methods=["POST"]))
     if channels:
         app.include_router(channel_routes.router)
     hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured

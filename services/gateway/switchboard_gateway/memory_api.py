@@ -36,7 +36,7 @@ def _scope(request: Request, agent: str, user: str) -> memory_pb2.MemoryScope:
     )
 
 
-def _error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
+def memory_error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
     """The memory service aborts with caller-safe details on NOT_FOUND and INVALID_ARGUMENT
     (and UNAVAILABLE from its embedding provider); anything else gets a fixed message."""
     code = exc.code()
@@ -92,7 +92,7 @@ async def ingest(
     try:
         done = await _stub(request).IngestDocument(pieces(), timeout=INGEST_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "IngestDocument") from exc
+        raise memory_error(exc, "IngestDocument") from exc
     return {
         "path": done.path,
         "chunks": done.chunks,
@@ -117,7 +117,7 @@ async def search(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Search") from exc
+        raise memory_error(exc, "Search") from exc
     return {
         "hits": [hit_json(h) for h in found.hits],
         "mode": found.mode,
@@ -142,7 +142,7 @@ async def lines(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Get") from exc
+        raise memory_error(exc, "Get") from exc
     return {
         "path": got.path,
         "text": got.text,
@@ -165,5 +165,5 @@ async def forget(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Delete") from exc
+        raise memory_error(exc, "Delete") from exc
     return {"path": path, "deleted": done.deleted}
