@@ -8,11 +8,15 @@ from typing import Literal
 from pydantic import Field
 
 from switchboard.settings import CommonSettings
+from switchboard_tools.mcp.config import McpSettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.sandbox.settings import ExecSettings
 
 
-class ToolsSettings(CommonSettings, WebSettings, ExecSettings):
+class ToolsSettings(CommonSettings, WebSettings, ExecSettings, McpSettings):
+    """The executor's settings; MCP servers: ``SB_MCP_SERVERS`` (see
+    :mod:`switchboard_tools.mcp.config`)."""
+
     workspaces_dir: Path | None = None
     tools_max_concurrency: int = Field(default=8, ge=1, le=1000)
     tools_max_timeout_s: float = Field(default=300.0, gt=0)

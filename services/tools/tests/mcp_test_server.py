@@ -1,0 +1,59 @@
+"""A real MCP server for the MCP client's tests, written with the ``mcp`` package's own
+``MCPServer`` (mcp 2's name for FastMCP). ``python3 mcp_test_server.py`` serves it over stdio;
+:func:`build` gives it for streamable HTTP (``build().streamable_http_app()``).
+
+Tools: ``echo`` (text in, text out), ``add`` (two integers), ``crash`` (the process exits),
+``hang`` (never answers), ``grow`` (adds the tool ``late`` and sends
+``notifications/tools/list_changed``), ``secret_drop`` (for deny patterns), ``fail`` (raises:
+the SDK answers with an error result)."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+
+def build() -> MCPServer:
+    server = MCPServer("switchboard-test")
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(description="Add two integers.")
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @server.tool(description="Exit the server process at once.")
+    def crash() -> str:
+        os._exit(3)
+
+    @server.tool(description="Never answer.")
+    async def hang() -> str:
+        await anyio.sleep(3600)
+        return "woke up"
+
+    @server.tool(description="Add the tool 'late' and tell the client.")
+    async def grow(ctx: Context) -> str:
+        def late() -> str:
+            return "late tool ran"
+
+        server.add_tool(late, name="late", description="Added at run time.")
+        await ctx.session.send_tool_list_changed()
+        return "grown"
+
+    @server.tool(description="A tool the operator denies.")
+    def secret_drop() -> str:
+        return "dropped everything"
+
+    @server.tool(description="Raise an exception.")
+    def fail() -> str:
+        raise ValueError("the tool could not do it")
+
+    return server
+
+
+if __name__ == "__main__":
+    build().run("stdio")

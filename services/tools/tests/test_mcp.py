@@ -1,0 +1,194 @@
+"""The executor's MCP client against real MCP servers written with the ``mcp`` package
+(``mcp_test_server.py``): one over stdio, started in the probed sandbox the executor uses, and
+one over streamable HTTP served by uvicorn in this process. One hub for the module (the
+servers start once); the tests run in order and leave the servers usable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import mcp
+import pytest
+import pytest_asyncio
+import uvicorn
+
+from switchboard.embedded import free_port
+from switchboard_tools.mcp import McpHub, McpServerConfig
+from switchboard_tools.mcp.config import McpSettings
+from switchboard_tools.metrics import MCP_CALLS
+from switchboard_tools.registry import ToolContext, ToolOutput
+from switchboard_tools.sandbox import LayeredSandbox
+
+from .mcp_test_server import build
+from .sandbox_checks import skip_or_fail, wait_until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+HERE = Path(__file__).parent
+SITE_PACKAGES = str(Path(mcp.__file__).parent.parent)
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def stdio_config(**overrides: Any) -> McpServerConfig:
+    """The stdio test server as an operator would configure it: the system python (the
+    sandbox uid cannot reach this interpreter's prefix) reading the mcp package from here."""
+    fields: dict[str, Any] = {
+        "name": "srv",
+        "command": SYSTEM_PYTHON,
+        "args": [str(HERE / "mcp_test_server.py")],
+        "env": {"PYTHONPATH": SITE_PACKAGES},
+        "read_paths": [SITE_PACKAGES, str(HERE)],
+        "deny": ["secret_*"],
+        "timeout_s": 1.5,
+    }
+    return McpServerConfig.model_validate({**fields, **overrides})
+
+
+def have_system_python() -> bool:
+    return Path(SYSTEM_PYTHON).exists()
+
+
+def scratch_root() -> Path:
+    """A workspaces root the sandbox uid can reach (not under pytest's root-only tmp tree)."""
+    root = Path(tempfile.mkdtemp(prefix="sb-mcp-test-"))
+    root.chmod(0o711)
+    return root
+
+
+class Hub:
+    def __init__(self, hub: McpHub, workspace: Path) -> None:
+        self.hub = hub
+        self.workspace = workspace
+
+    async def call(
+        self, name: str, args: dict[str, Any] | str, agent: str = "agent-1"
+    ) -> ToolOutput:
+        ctx = ToolContext(agent, "s", "c1", self.workspace, timeout_s=30)
+        args_json = args if isinstance(args, str) else json.dumps(args)
+        return await self.hub.execute(name, args_json, ctx)
+
+    def names(self, agent: str | None) -> set[str]:
+        return {spec["name"] for spec in self.hub.specs(agent)}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def system(layered: LayeredSandbox) -> AsyncIterator[Hub]:
+    if layered.missing(layered.default_profile) or not have_system_python():
+        skip_or_fail("the sandbox cannot start the stdio MCP server on this host")
+    port = free_port()
+    web = uvicorn.Server(
+        uvicorn.Config(
+            build().streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
+    served = asyncio.create_task(web.serve())
+    root = scratch_root()
+    workspace = root / "agent-1"
+    configs = [
+        stdio_config(),
+        McpServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp", agents=["agent-1"]),
+    ]
+    hub = McpHub(configs, layered, layered.default_profile, root, backoff_s=(0.1, 1.0))
+    try:
+        assert await wait_until(lambda: web.started, timeout=60)
+        hub.start()
+        yield Hub(hub, workspace)
+    finally:
+        await hub.close()
+        web.should_exit = True
+        await served
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_settings_read_servers_as_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = json.dumps([{"name": "a-1", "url": "https://x.test/mcp", "agents": ["main"]}])
+    monkeypatch.setenv("SB_MCP_SERVERS", raw)
+    (server,) = McpSettings().mcp_servers
+    assert server.transport == "http" and server.serves("main") and not server.serves(None)
+    for bad in (
+        {"name": "Bad"},
+        {"name": "a__b", "url": "https://x.test"},
+        {"name": "a", "url": "https://x.test", "command": "x"},
+        {"name": "a", "url": "file:///etc/passwd"},
+    ):
+        with pytest.raises(ValueError):
+            McpServerConfig.model_validate(bad)
+
+
+async def test_tools_are_listed_namespaced_per_agent(system: Hub) -> None:
+    assert await wait_until(lambda: {"srv__echo", "web__echo"} <= system.names("agent-1"), 60)
+    names = system.names("agent-1")
+    assert {"srv__add", "srv__crash", "srv__hang", "web__add"} <= names
+    assert "srv__secret_drop" not in names  # denied by the server's config
+    assert "web__echo" not in system.names("other")  # web is for agent-1 only
+    assert "srv__echo" in system.names(None)  # srv is for every agent
+    spec = next(s for s in system.hub.specs("agent-1") if s["name"] == "srv__add")
+    assert spec["parameters"]["properties"]["a"]["type"] == "integer"
+
+
+async def test_call_results_pass_through(system: Hub) -> None:
+    out = await system.call("srv__echo", {"text": "hi there"})
+    assert not out.is_error and out.content == "echo: hi there"
+    out = await system.call("web__add", {"a": 2, "b": 40})
+    assert not out.is_error and out.content == "42"
+    assert MCP_CALLS.labels("srv", "ok")._value.get() >= 1
+
+
+async def test_bad_input_is_a_readable_error(system: Hub) -> None:
+    out = await system.call("srv__add", {"a": "two", "b": 1})
+    assert out.is_error and out.details["error"] == "invalid_arguments"
+    assert "Invalid arguments for srv__add" in out.content and "'two'" in out.content
+    out = await system.call("srv__nope", {})
+    assert out.is_error and out.details["error"] == "unknown_tool"
+    assert "srv__echo" in out.content and "srv__secret_drop" not in out.content
+    out = await system.call("srv__secret_drop", {})  # denied: not callable either
+    assert out.is_error and out.details["error"] == "unknown_tool"
+    out = await system.call("web__echo", {"text": "x"}, agent="other")
+    assert out.is_error and "not offered to this agent" in out.content
+    out = await system.call("srv__fail", {})  # the server's own error result
+    assert out.is_error and out.details["error"] == "mcp_tool_error"
+
+
+async def test_crashed_server_gives_an_error_then_is_restarted(system: Hub) -> None:
+    out = await system.call("srv__crash", {})
+    assert out.is_error and "closed the connection during the call" in out.content
+    out = await system.call("srv__echo", {"text": "back"})
+    assert not out.is_error and out.content == "echo: back", out.content
+
+
+async def test_hung_call_ends_at_the_server_timeout(system: Hub) -> None:
+    out = await system.call("srv__hang", {})
+    assert out.is_error and out.details["error"] == "timeout" and "1.5s" in out.content
+    out = await system.call("srv__echo", {"text": "still here"})
+    assert out.content == "echo: still here"
+
+
+async def test_list_changed_offers_the_new_tool(system: Hub) -> None:
+    assert "srv__late" not in system.names("agent-1")
+    out = await system.call("srv__grow", {})
+    assert out.content == "grown"
+    assert await wait_until(lambda: "srv__late" in system.names("agent-1"), 30)
+    out = await system.call("srv__late", {})
+    assert out.content == "late tool ran"
+
+
+async def test_a_server_that_cannot_start_gives_a_readable_error(layered: LayeredSandbox) -> None:
+    root = scratch_root()
+    config = McpServerConfig(name="gone", command="/nonexistent/server")
+    hub = McpHub([config], layered, layered.default_profile, root, backoff_s=(0.1, 1.0))
+    hub.start()
+    try:
+        ctx = ToolContext("agent-1", "s", "c1", root, timeout_s=20)
+        out = await hub.execute("gone__tool", "{}", ctx)
+        assert out.is_error and out.details["error"] == "unknown_tool"
+        assert "MCP server gone offers: (none)" in out.content
+        assert "/nonexistent" not in out.content
+    finally:
+        await hub.close()
+        shutil.rmtree(root, ignore_errors=True)
