@@ -41,6 +41,9 @@ from .workspace import open_workspace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
+# How long a spec request waits for MCP servers still making their first connection (the
+# agent asks with a 2 s deadline).
+_FIRST_LIST_WAIT_S = 1.0
 
 
 class Executor:
@@ -89,6 +92,8 @@ class Executor:
             task.cancel()
 
     async def answer_specs(self, msg: Msg) -> None:
+        if self.mcp is not None:
+            await self.mcp.first_attempts(_FIRST_LIST_WAIT_S)
         await msg.respond(json.dumps(self.specs(_asking_agent(msg.data))).encode())
 
     def specs(self, agent: str | None) -> list[dict[str, Any]]:

@@ -57,6 +57,19 @@ class McpHub:
     async def close(self) -> None:
         await asyncio.gather(*(s.close() for s in self.servers.values()))
 
+    async def first_attempts(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for every server's first connection attempt (so that
+        the first spec answers after a start include their tools)."""
+        waits = [
+            asyncio.ensure_future(s.tried.wait())
+            for s in self.servers.values()
+            if not s.tried.is_set()
+        ]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=timeout_s)
+            for wait in pending:
+                wait.cancel()
+
     def specs(self, agent: str | None) -> list[dict[str, Any]]:
         """The specs of the tools offered to ``agent`` (``None``: servers of every agent)."""
         specs: list[dict[str, Any]] = []

@@ -68,6 +68,7 @@ class McpServer:
         self._changed = False
         self._wake = asyncio.Event()  # a call wants the server now
         self._attempt: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.tried = asyncio.Event()  # the first connection attempt is over
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -140,6 +141,7 @@ class McpServer:
     def _attempt_over(self) -> None:
         done, self._attempt = self._attempt, asyncio.get_running_loop().create_future()
         done.set_result(None)
+        self.tried.set()
 
     async def _supervise(self) -> None:
         delay = self._backoff[0]
