@@ -61,10 +61,33 @@ def scratch_root() -> Path:
     return root
 
 
+class WebServer:
+    """The test server over streamable HTTP, served by uvicorn in this process."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.server: uvicorn.Server | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        config = uvicorn.Config(
+            build().streamable_http_app(), host="127.0.0.1", port=self.port, log_level="critical"
+        )
+        server = self.server = uvicorn.Server(config)
+        self.task = asyncio.create_task(server.serve())
+        assert await wait_until(lambda: server.started, timeout=60)
+
+    async def stop(self) -> None:
+        if self.server is not None and self.task is not None:
+            self.server.should_exit = True
+            await self.task
+
+
 class Hub:
-    def __init__(self, hub: McpHub, workspace: Path) -> None:
+    def __init__(self, hub: McpHub, workspace: Path, web: WebServer) -> None:
         self.hub = hub
         self.workspace = workspace
+        self.web = web
 
     async def call(
         self, name: str, args: dict[str, Any] | str, agent: str = "agent-1", timeout: float = 60
@@ -81,28 +104,20 @@ class Hub:
 async def system(layered: LayeredSandbox) -> AsyncIterator[Hub]:
     if layered.missing(layered.default_profile) or not have_system_python():
         skip_or_fail("the sandbox cannot start the stdio MCP server on this host")
-    port = free_port()
-    web = uvicorn.Server(
-        uvicorn.Config(
-            build().streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"
-        )
-    )
-    served = asyncio.create_task(web.serve())
+    web = WebServer()
     root = scratch_root()
-    workspace = root / "agent-1"
     configs = [
         stdio_config(),
-        McpServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp", agents=["agent-1"]),
+        McpServerConfig(name="web", url=f"http://127.0.0.1:{web.port}/mcp", agents=["agent-1"]),
     ]
     hub = McpHub(configs, layered, layered.default_profile, root, backoff_s=(0.1, 1.0))
     try:
-        assert await wait_until(lambda: web.started, timeout=60)
+        await web.start()
         hub.start()
-        yield Hub(hub, workspace)
+        yield Hub(hub, root / "agent-1", web)
     finally:
         await hub.close()
-        web.should_exit = True
-        await served
+        await web.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -135,6 +150,8 @@ async def test_tools_are_listed_namespaced_per_agent(system: Hub) -> None:
 async def test_call_results_pass_through(system: Hub) -> None:
     out = await system.call("srv__echo", {"text": "hi there"})
     assert not out.is_error and out.content == "echo: hi there"
+    isolation = out.details["isolation"]  # the stdio server's, measured when it started
+    assert isolation["ok"] and isolation["workspace_confined"] and isolation["network"] is False
     out = await system.call("web__add", {"a": 2, "b": 40})
     assert not out.is_error and out.content == "42"
     assert MCP_CALLS.labels("srv", "ok")._value.get() >= 1
@@ -178,6 +195,16 @@ async def test_list_changed_offers_the_new_tool(system: Hub) -> None:
     assert out.content == "late tool ran"
 
 
+async def test_an_http_server_that_went_away_is_reconnected(system: Hub) -> None:
+    await system.web.stop()
+    out = await system.call("web__echo", {"text": "anyone?"})
+    assert out.is_error and out.details["error"] == "tool_error"
+    assert "MCP server web" in out.content and "reconnected" in out.content
+    await system.web.start()
+    out = await system.call("web__echo", {"text": "again"})
+    assert not out.is_error and out.content == "echo: again", out.content
+
+
 async def test_a_server_that_cannot_start_gives_a_readable_error(layered: LayeredSandbox) -> None:
     root = scratch_root()
     config = McpServerConfig(name="gone", command="/nonexistent/server")
@@ -187,7 +214,7 @@ async def test_a_server_that_cannot_start_gives_a_readable_error(layered: Layere
         ctx = ToolContext("agent-1", "s", "c1", root, timeout_s=20)
         out = await hub.execute("gone__tool", "{}", ctx)
         assert out.is_error and out.details["error"] == "unknown_tool"
-        assert "MCP server gone offers: (none)" in out.content
+        assert "MCP server gone offers: (none); it is not connected: it ended" in out.content
         assert "/nonexistent" not in out.content
     finally:
         await hub.close()

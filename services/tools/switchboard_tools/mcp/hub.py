@@ -108,12 +108,13 @@ class McpHub:
     async def _connect(self, server: McpServer) -> AsyncIterator[TransportStreams]:
         config = server.config
         if config.transport == "http":
+            server.isolation = {"sandbox": "none", "transport": "streamable_http"}
             async with streamable_http(config) as streams:
                 yield streams
             return
         workdir = self._workdir(config.name)
         async with sandboxed_stdio(
-            config, self.sandbox, workdir, self.profile, server.connection_ended
+            config, self.sandbox, workdir, self.profile, server.connection_ended, server.started
         ) as streams:
             yield streams
 

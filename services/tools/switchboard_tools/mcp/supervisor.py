@@ -69,6 +69,9 @@ class McpServer:
         self._wake = asyncio.Event()  # a call wants the server now
         self._attempt: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.tried = asyncio.Event()  # the first connection attempt is over
+        # How the server runs: a stdio server's isolation as measured when it started (the
+        # isolation_json of its calls' results); a remote one's transport.
+        self.isolation: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -79,6 +82,10 @@ class McpServer:
     def connected(self) -> bool:
         return self._session is not None
 
+    @property
+    def _again(self) -> str:
+        return "restarted" if self.config.transport == "stdio" else "reconnected"
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.name}")
 
@@ -88,6 +95,9 @@ class McpServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    def started(self, isolation: dict[str, Any]) -> None:
+        self.isolation = isolation
 
     def connection_ended(self) -> None:
         """The connection is gone: calls from now on wait for the next one."""
@@ -111,7 +121,7 @@ class McpServer:
             if session is None:
                 raise McpUnavailable(
                     f"MCP server {self.name} is not available: {self.last_error}. "
-                    "It is restarted for a later call."
+                    f"It is {self._again} for a later call."
                 )
         try:
             return await session.call_tool(tool, args)
@@ -121,7 +131,7 @@ class McpServer:
                 raise McpUnavailable(
                     f"MCP server {self.name} closed the connection during the call (it may "
                     "have crashed); whether the call took effect is unknown. The server is "
-                    "restarted for the next call."
+                    f"{self._again} for the next call."
                 ) from exc
             raise ToolError(
                 f"MCP server {self.name} refused the call: {_short(exc.message)}"
@@ -254,8 +264,12 @@ def _describe(exc: BaseException) -> str:
         return exc.message
     if isinstance(exc, TimeoutError):
         return f"it did not complete the MCP handshake within {CONNECT_TIMEOUT_S:g}s"
+    if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+        return "it ended the connection before the MCP handshake completed (it exited?)"
     if isinstance(exc, MCPError):
         return f"it answered with an MCP error: {_short(exc.message)}"
     if isinstance(exc, OSError | ToolError):
         return "it could not be started or reached"
+    if type(exc).__module__.startswith("httpx"):
+        return "it could not be reached over HTTP"
     return "the connection failed"

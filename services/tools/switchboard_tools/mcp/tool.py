@@ -40,7 +40,10 @@ class McpTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = await self.server.call(self.remote, args)
-        return result_output(self.server.config.name, result)
+        output = result_output(self.server.config.name, result)
+        if self.server.isolation:
+            output.details["isolation"] = self.server.isolation
+        return output
 
 
 def mcp_tool(

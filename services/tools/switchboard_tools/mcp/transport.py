@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types
@@ -46,10 +47,12 @@ async def sandboxed_stdio(
     workdir: Path,
     profile: SandboxProfile,
     on_closed: Callable[[], None],
+    on_started: Callable[[dict[str, Any]], None],
 ) -> AsyncIterator[TransportStreams]:
     """Start ``config``'s command in ``sandbox`` (``workdir`` its only writable directory,
-    network as the config says) and bridge its pipes; ``on_closed`` is called once its stdout
-    has ended (it exited or closed it). The whole process group is killed on exit."""
+    network as the config says) and bridge its pipes; ``on_started`` receives its isolation as
+    measured in force, ``on_closed`` is called once its stdout has ended (it exited or closed
+    it). The whole process group is killed on exit."""
     assert config.command is not None
     proc, isolation = await sandbox.spawn_piped(
         [config.command, *config.args],
@@ -65,6 +68,7 @@ async def sandboxed_stdio(
         proc.pid,
         extra={"mcp_server": config.name, "isolation": isolation},
     )
+    on_started(isolation)
     try:
         async with _bridge(proc, config.name, on_closed) as streams:
             yield streams
