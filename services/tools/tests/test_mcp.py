@@ -14,16 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import mcp
+import nats
 import pytest
 import pytest_asyncio
 import uvicorn
 
+from switchboard import bus
 from switchboard.embedded import free_port
+from switchboard_tools.config import ToolsSettings
 from switchboard_tools.mcp import McpHub, McpServerConfig
 from switchboard_tools.mcp.config import McpSettings
 from switchboard_tools.metrics import MCP_CALLS
-from switchboard_tools.registry import ToolContext, ToolOutput
-from switchboard_tools.sandbox import LayeredSandbox
+from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
+from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox
+from switchboard_tools.server import Executor
+from switchboard_tools.tools.get_time import GetTimeTool
 
 from .mcp_test_server import build
 from .sandbox_checks import skip_or_fail, wait_until
@@ -193,6 +198,30 @@ async def test_list_changed_offers_the_new_tool(system: Hub) -> None:
     assert await wait_until(lambda: "srv__late" in system.names("agent-1"), 30)
     out = await system.call("srv__late", {})
     assert out.content == "late tool ran"
+
+
+async def test_spec_requests_over_nats_name_their_agent(system: Hub, nats_url: str) -> None:
+    """The executor's answer on sb.tools.specs: the MCP tools of the agent the request names;
+    for an empty request (older agents) those of servers offered to every agent."""
+    nc = await nats.connect(nats_url)
+    subjects = bus.Subjects(prefix="mcp-test")
+    tools = ToolRegistry([GetTimeTool()])
+    executor = Executor(nc, subjects, ToolsSettings(), tools, ProcessSandbox(), mcp=system.hub)
+    await nc.subscribe(subjects.tools_specs(), cb=executor.answer_specs)
+
+    async def names(request: bytes) -> list[str]:
+        reply = await nc.request(subjects.tools_specs(), request, timeout=10)
+        return [spec["name"] for spec in json.loads(reply.data)]
+
+    try:
+        mine = await names(b'{"agent": "agent-1"}')
+        assert "get_time" in mine and {"srv__echo", "web__echo"} <= set(mine)
+        assert mine == sorted(mine)
+        for request in (b"", b'{"agent": "other"}', b"not json"):
+            theirs = await names(request)
+            assert "srv__echo" in theirs and not [n for n in theirs if n.startswith("web__")]
+    finally:
+        await nc.close()
 
 
 async def test_an_http_server_that_went_away_is_reconnected(system: Hub) -> None:
