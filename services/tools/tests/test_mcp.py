@@ -225,6 +225,13 @@ async def test_spec_requests_over_nats_name_their_agent(system: Hub, nats_url: s
 
 
 async def test_an_http_server_that_went_away_is_reconnected(system: Hub) -> None:
+    # Restarted between two calls: it no longer knows the session, and says so; the call is
+    # made again on a new session (the MCP spec's answer to a 404 for a session).
+    await system.web.stop()
+    await system.web.start()
+    out = await system.call("web__echo", {"text": "new session"})
+    assert not out.is_error and out.content == "echo: new session", out.content
+    # Away during a call: a readable error; back: the next call reconnects.
     await system.web.stop()
     out = await system.call("web__echo", {"text": "anyone?"})
     assert out.is_error and out.details["error"] == "tool_error"

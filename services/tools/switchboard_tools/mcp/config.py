@@ -40,7 +40,7 @@ class McpServerConfig(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=32, pattern=_NAME)]
     command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold secrets
     read_paths: list[str] = Field(default_factory=list)
     network: bool = False
     url: str | None = None

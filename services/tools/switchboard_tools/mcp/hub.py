@@ -88,6 +88,7 @@ class McpHub:
         the call's and the server's timeout. Never raises (cancellation excepted)."""
         server = self.servers[name.partition(SEPARATOR)[0]]
         if not server.config.serves(ctx.agent or "main"):
+            MCP_CALLS.labels(server.name, "unknown_tool").inc()
             return _unknown(name, f"MCP server {server.name} is not offered to this agent")
         ctx = replace(ctx, timeout_s=min(ctx.timeout_s, server.config.timeout_s))
         if name not in server.registry:
@@ -99,6 +100,7 @@ class McpHub:
         if name not in server.registry:
             offered = ", ".join(server.registry.names) or "(none)"
             away = "" if server.connected else f"; it is not connected: {server.last_error}"
+            MCP_CALLS.labels(server.name, "unknown_tool").inc()
             return _unknown(name, f"MCP server {server.name} offers: {offered}{away}")
         output = await server.registry.execute(name, args_json, ctx)
         MCP_CALLS.labels(server.name, "error" if output.is_error else "ok").inc()

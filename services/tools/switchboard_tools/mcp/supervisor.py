@@ -40,6 +40,8 @@ CONNECT_TIMEOUT_S = 30.0
 MAX_TOOLS = 500
 # Longest MCP protocol error message passed on to the model.
 _MAX_MESSAGE = 300
+# How long the ping that tells a refused call from a refused session may take.
+_PING_TIMEOUT_S = 5.0
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="1")
 
 Connector = Callable[["McpServer"], AbstractAsyncContextManager[TransportStreams]]
@@ -113,7 +115,22 @@ class McpServer:
 
     async def call(self, tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call ``tool`` (the server's own name). Raises :class:`ToolError` with a readable
-        message when the server is away, the connection breaks or the server refuses."""
+        message when the server is away, the connection breaks or the server refuses. A call
+        an HTTP server refused because it no longer knows the session (it restarted: the MCP
+        spec's answer is a new session) is made again, once, on a new session."""
+        try:
+            return await self._call(await self._current(), tool, args)
+        except _SessionGone:
+            pass
+        try:
+            return await self._call(await self._current(), tool, args)
+        except _SessionGone as exc:
+            raise McpUnavailable(
+                f"MCP server {self.name} keeps refusing new sessions; it is reconnected for "
+                "a later call."
+            ) from exc
+
+    async def _current(self) -> ClientSession:
         session = self._session
         if session is None:
             await self._next_attempt()
@@ -123,6 +140,11 @@ class McpServer:
                     f"MCP server {self.name} is not available: {self.last_error}. "
                     f"It is {self._again} for a later call."
                 )
+        return session
+
+    async def _call(
+        self, session: ClientSession, tool: str, args: dict[str, Any]
+    ) -> mcp_types.CallToolResult:
         try:
             return await session.call_tool(tool, args)
         except MCPError as exc:
@@ -133,6 +155,9 @@ class McpServer:
                     "have crashed); whether the call took effect is unknown. The server is "
                     f"{self._again} for the next call."
                 ) from exc
+            if self.config.transport == "http" and await self._session_refused(session):
+                self.connection_ended()
+                raise _SessionGone from exc
             raise ToolError(
                 f"MCP server {self.name} refused the call: {_short(exc.message)}"
             ) from exc
@@ -141,8 +166,21 @@ class McpServer:
             self.connection_ended()
             raise McpUnavailable(
                 f"MCP server {self.name} could not be reached during the call; it is "
-                "reconnected for the next call."
+                f"{self._again} for the next call."
             ) from exc
+
+    async def _session_refused(self, session: ClientSession) -> bool:
+        """After an error answer: whether the server refuses the session itself (a ping is
+        answered with an error too), rather than just the call."""
+        try:
+            with anyio.fail_after(_PING_TIMEOUT_S):
+                await session.send_ping()
+        except MCPError:
+            return True
+        except Exception:
+            log.warning("MCP server %s: no answer to a ping after an error", self.name)
+            return False
+        return False
 
     async def _next_attempt(self) -> None:
         self._wake.set()
@@ -249,6 +287,10 @@ class McpServer:
             item.description or item.title or f"Tool {item.name} of MCP server {self.name}"
         )
         return mcp_tool(self, item.name, description, schema)
+
+
+class _SessionGone(Exception):
+    """An HTTP server refused the session of a call (the call did not run)."""
 
 
 def _short(text: str) -> str:
