@@ -3,15 +3,15 @@
 :func:`build` gives it for streamable HTTP (``build().streamable_http_app()``).
 
 Tools: ``echo`` (text in, text out), ``add`` (two integers), ``crash`` (the process exits),
-``hang`` (never answers), ``grow`` (adds the tool ``late`` and sends
+``hang`` (the server freezes), ``grow`` (adds the tool ``late`` and sends
 ``notifications/tools/list_changed``), ``secret_drop`` (for deny patterns), ``fail`` (raises:
 the SDK answers with an error result)."""
 
 from __future__ import annotations
 
 import os
+import signal
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 
@@ -30,9 +30,9 @@ def build() -> MCPServer:
     def crash() -> str:
         os._exit(3)
 
-    @server.tool(description="Never answer.")
-    async def hang() -> str:
-        await anyio.sleep(3600)
+    @server.tool(description="Freeze the whole server (it answers nothing any more).")
+    def hang() -> str:
+        os.kill(os.getpid(), signal.SIGSTOP)
         return "woke up"
 
     @server.tool(description="Add the tool 'late' and tell the client.")

@@ -24,7 +24,7 @@ from switchboard.embedded import free_port
 from switchboard_tools.config import ToolsSettings
 from switchboard_tools.mcp import McpHub, McpServerConfig
 from switchboard_tools.mcp.config import McpSettings
-from switchboard_tools.metrics import MCP_CALLS
+from switchboard_tools.metrics import MCP_CALLS, MCP_CONNECTS
 from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox
 from switchboard_tools.server import Executor
@@ -115,7 +115,9 @@ async def system(layered: LayeredSandbox) -> AsyncIterator[Hub]:
         stdio_config(),
         McpServerConfig(name="web", url=f"http://127.0.0.1:{web.port}/mcp", agents=["agent-1"]),
     ]
-    hub = McpHub(configs, layered, layered.default_profile, root, backoff_s=(0.1, 1.0))
+    hub = McpHub(
+        configs, layered, layered.default_profile, root, backoff_s=(0.1, 1.0), ping_timeout_s=1.0
+    )
     try:
         await web.start()
         hub.start()
@@ -184,9 +186,14 @@ async def test_crashed_server_gives_an_error_then_is_restarted(system: Hub) -> N
     assert not out.is_error and out.content == "echo: back", out.content
 
 
-async def test_hung_call_ends_at_its_timeout(system: Hub) -> None:
+async def test_hung_call_ends_at_its_timeout_and_a_frozen_server_is_restarted(
+    system: Hub,
+) -> None:
+    starts = MCP_CONNECTS.labels("srv", "ok")._value.get()
     out = await system.call("srv__hang", {}, timeout=1.5)
     assert out.is_error and out.details["error"] == "timeout" and "1.5s" in out.content
+    # The server answers no ping either (it is stopped): it is restarted and serves again.
+    assert await wait_until(lambda: MCP_CONNECTS.labels("srv", "ok")._value.get() > starts, 60)
     out = await system.call("srv__echo", {"text": "still here"})
     assert out.content == "echo: still here"
 

@@ -32,7 +32,10 @@ class McpHub:
     """Supervises every configured server; offers their tools per agent (:meth:`specs`) and
     runs calls of ``<server>__<tool>`` names (:meth:`execute`). ``sandbox`` and ``profile``:
     what stdio servers are started in (as exec's commands are); ``workspaces``: the workspaces
-    root, under which each stdio server gets ``.mcp/<name>`` as its only writable directory."""
+    root, under which each stdio server gets ``.mcp/<name>`` as its only writable directory.
+    ``backoff_s``: the reconnection backoff (first, longest); ``ping_timeout_s``: how long a
+    server may take to answer the ping sent after one of its calls timed out (no answer: it is
+    restarted)."""
 
     def __init__(
         self,
@@ -42,12 +45,14 @@ class McpHub:
         workspaces: Path,
         max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
         backoff_s: tuple[float, float] = (0.5, 30.0),
+        ping_timeout_s: float = 5.0,
     ) -> None:
         self.sandbox = sandbox
         self.profile = profile
         self.workspaces = workspaces
         self.servers = {
-            c.name: McpServer(c, self._connect, max_args_bytes, backoff_s) for c in configs
+            c.name: McpServer(c, self._connect, max_args_bytes, backoff_s, ping_timeout_s)
+            for c in configs
         }
 
     def start(self) -> None:
@@ -103,6 +108,8 @@ class McpHub:
             MCP_CALLS.labels(server.name, "unknown_tool").inc()
             return _unknown(name, f"MCP server {server.name} offers: {offered}{away}")
         output = await server.registry.execute(name, args_json, ctx)
+        if output.details.get("error") == "timeout":
+            server.call_timed_out()
         MCP_CALLS.labels(server.name, "error" if output.is_error else "ok").inc()
         return output
 

@@ -40,8 +40,6 @@ CONNECT_TIMEOUT_S = 30.0
 MAX_TOOLS = 500
 # Longest MCP protocol error message passed on to the model.
 _MAX_MESSAGE = 300
-# How long the ping that tells a refused call from a refused session may take.
-_PING_TIMEOUT_S = 5.0
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="1")
 
 Connector = Callable[["McpServer"], AbstractAsyncContextManager[TransportStreams]]
@@ -57,8 +55,10 @@ class McpServer:
         connect: Connector,
         max_args_bytes: int,
         backoff_s: tuple[float, float] = (0.5, 30.0),
+        ping_timeout_s: float = 5.0,
     ) -> None:
         self.config = config
+        self.ping_timeout_s = ping_timeout_s
         self.registry = ToolRegistry([], max_args_bytes)
         self.last_error = "it has not been started yet"
         self._connect = connect
@@ -75,6 +75,7 @@ class McpServer:
         # isolation_json of its calls' results); a remote one's transport.
         self.isolation: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
+        self._probe: asyncio.Task[None] | None = None
 
     @property
     def name(self) -> str:
@@ -92,6 +93,8 @@ class McpServer:
         self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.name}")
 
     async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -171,9 +174,9 @@ class McpServer:
 
     async def _session_refused(self, session: ClientSession) -> bool:
         """After an error answer: whether the server refuses the session itself (a ping is
-        answered with an error too), rather than just the call."""
+        answered with an error too), rather than just the call (within ``ping_timeout_s``)."""
         try:
-            with anyio.fail_after(_PING_TIMEOUT_S):
+            with anyio.fail_after(self.ping_timeout_s):
                 await session.send_ping()
         except MCPError:
             return True
@@ -181,6 +184,25 @@ class McpServer:
             log.warning("MCP server %s: no answer to a ping after an error", self.name)
             return False
         return False
+
+    def call_timed_out(self) -> None:
+        """A call ran out of time: ping the server in the background and restart it when it
+        does not answer either (it is wedged, not just slow at that one call)."""
+        session = self._session
+        if session is None or (self._probe is not None and not self._probe.done()):
+            return
+        self._probe = asyncio.create_task(self._ping_or_restart(session))
+
+    async def _ping_or_restart(self, session: ClientSession) -> None:
+        try:
+            with anyio.fail_after(self.ping_timeout_s):
+                await session.send_ping()
+        except MCPError:
+            return  # it answered, if with an error: alive
+        except Exception:
+            if self._session is session:
+                log.warning("MCP server %s: no answer to a ping; restarting it", self.name)
+                self.connection_ended()
 
     async def _next_attempt(self) -> None:
         self._wake.set()
