@@ -104,8 +104,11 @@ class McpServer:
     def started(self, isolation: dict[str, Any]) -> None:
         self.isolation = isolation
 
-    def connection_ended(self) -> None:
-        """The connection is gone: calls from now on wait for the next one."""
+    def connection_ended(self, session: ClientSession | None = None) -> None:
+        """The connection (of ``session``: unless that is an older one) is gone: calls from
+        now on wait for the next one."""
+        if session is not None and session is not self._session:
+            return  # a call on a session already given up noticed late
         self._session = None
         self._lost = True
         self._poke.set()
@@ -152,21 +155,21 @@ class McpServer:
             return await session.call_tool(tool, args)
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
-                self.connection_ended()
+                self.connection_ended(session)
                 raise McpUnavailable(
                     f"MCP server {self.name} closed the connection during the call (it may "
                     "have crashed); whether the call took effect is unknown. The server is "
                     f"{self._again} for the next call."
                 ) from exc
             if self.config.transport == "http" and await self._session_refused(session):
-                self.connection_ended()
+                self.connection_ended(session)
                 raise _SessionGone from exc
             raise ToolError(
                 f"MCP server {self.name} refused the call: {_short(exc.message)}"
             ) from exc
         except (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             log.warning("MCP server %s: the connection failed during a call", self.name)
-            self.connection_ended()
+            self.connection_ended(session)
             raise McpUnavailable(
                 f"MCP server {self.name} could not be reached during the call; it is "
                 f"{self._again} for the next call."
@@ -202,7 +205,7 @@ class McpServer:
         except Exception:
             if self._session is session:
                 log.warning("MCP server %s: no answer to a ping; restarting it", self.name)
-                self.connection_ended()
+                self.connection_ended(session)
 
     async def _next_attempt(self) -> None:
         self._wake.set()
@@ -283,8 +286,14 @@ class McpServer:
             cursor = result.next_cursor
             if not cursor:
                 break
-        tools = [tool for item in listed[:MAX_TOOLS] if (tool := self._adapt(item)) is not None]
-        self.registry = ToolRegistry(tools, self._max_args_bytes)
+        tools: dict[str, McpTool] = {}
+        for item in listed[:MAX_TOOLS]:
+            tool = self._adapt(item)
+            if tool is not None and tool.name in tools:
+                log.warning("MCP server %s lists tool %r twice", self.name, item.name)
+            elif tool is not None:
+                tools[tool.name] = tool
+        self.registry = ToolRegistry(tools.values(), self._max_args_bytes)
         MCP_TOOLS.labels(self.name).set(len(tools))
 
     def _adapt(self, item: mcp_types.Tool) -> McpTool | None:
