@@ -4,7 +4,8 @@
 scripted fake model calls ``srv__echo``; the reply holds the server's result. The agent's tool
 policy and approvals apply to MCP tools as to any: a session policy denying ``group:mcp``
 refuses the call (and offers none), and ``srv__add`` (an approval rule) waits for a decision.
-One system for the module; each test its own session."""
+Bad input (invalid arguments, an unknown tool, the server's own error) is a tool error the model
+reads, and the run goes on. One system for the module; each test its own session."""
 
 from __future__ import annotations
 
@@ -100,3 +101,16 @@ def test_an_mcp_tool_needing_approval_waits(services: ServiceProcesses) -> None:
         r = c.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
         assert r.status_code == 200, r.text
         assert wait_for(lambda: final_text(c, key), timeout=60) == "done: 42"
+
+
+def test_bad_input_is_a_tool_error_and_the_run_goes_on(services: ServiceProcesses) -> None:
+    key = "main:mcp:bad"
+    reply = ask(services, key, 'call srv__echo {"text": 7}')
+    assert (
+        reply
+        == "done: Error: Invalid arguments for srv__echo: at 'text': 7 is not of type 'string'"
+    )
+    reply = ask(services, key, "call srv__nope {}")
+    assert reply.startswith("done: Error: Unknown tool 'srv__nope': MCP server srv offers: ")
+    reply = ask(services, key, "call srv__fail {}")  # the server's own error result
+    assert reply == "done: Error: Error executing tool fail"
