@@ -1,5 +1,5 @@
 """MCP tools end to end: the tool executor (a real process) starts the stdio MCP server of
-``services/tools/tests/mcp_test_server.py`` -- a real server written with the ``mcp`` package
+``tests/support/mcp_server.py`` -- a real server written with the ``mcp`` package
 -- in its sandbox from ``SB_MCP_SERVERS``, the agent asks it for the agent's tool specs, and the
 scripted fake model calls ``srv__echo``; the reply holds the server's result. The agent's tool
 policy and approvals apply to MCP tools as to any: a session policy denying ``group:mcp``
@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import mcp
 import pytest
 
 from tests.e2e import helpers
 from tests.e2e.helpers import final_text, history, next_reply, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support.mcp_server import stdio_server
 from tests.support.services import ServiceProcesses, with_fake_model
-
-SERVER = Path(__file__).parents[2] / "services" / "tools" / "tests" / "mcp_test_server.py"
-SITE_PACKAGES = str(Path(mcp.__file__).parent.parent)
 
 
 def script(req: FakeRequest) -> Reply:
@@ -40,13 +36,9 @@ def script(req: FakeRequest) -> Reply:
 def services(
     tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
 ) -> Iterator[ServiceProcesses]:
-    server = {
-        "name": "srv",
-        "command": "/usr/bin/python3",  # the sandbox uid reads the mcp package from here
-        "args": [str(SERVER)],
-        "env": {"PYTHONPATH": SITE_PACKAGES},
-        "read_paths": [SITE_PACKAGES, str(SERVER.parent)],
-    }
+    server = stdio_server()
+    if server["command"] is None:
+        pytest.fail("no python the sandbox uid can run (/usr/bin/python3.N) for the MCP server")
     env = {"SB_MCP_SERVERS": json.dumps([server]), "SB_TOOL_APPROVALS": '["srv__add"]'}
     home = tmp_path_factory.mktemp("mcp")
     with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:

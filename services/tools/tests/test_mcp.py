@@ -1,7 +1,7 @@
 """The executor's MCP client against real MCP servers written with the ``mcp`` package
-(``mcp_test_server.py``): one over stdio, started in the probed sandbox the executor uses, and
-one over streamable HTTP served by uvicorn in this process. One hub for the module (the
-servers start once); the tests run in order and leave the servers usable."""
+(``tests/support/mcp_server.py``): one over stdio, started in the probed sandbox the executor
+uses, and one over streamable HTTP served by uvicorn in this process. One hub for the module
+(the servers start once); the tests run in order and leave the servers usable."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import mcp
 import nats
 import pytest
 import pytest_asyncio
@@ -29,34 +28,17 @@ from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox
 from switchboard_tools.server import Executor
 from switchboard_tools.tools.get_time import GetTimeTool
+from tests.support.mcp_server import build, interpreter, stdio_server
 
-from .mcp_test_server import build
 from .sandbox_checks import skip_or_fail, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-HERE = Path(__file__).parent
-SITE_PACKAGES = str(Path(mcp.__file__).parent.parent)
-SYSTEM_PYTHON = "/usr/bin/python3"
-
 
 def stdio_config(**overrides: Any) -> McpServerConfig:
-    """The stdio test server as an operator would configure it: the system python (the
-    sandbox uid cannot reach this interpreter's prefix) reading the mcp package from here."""
-    fields: dict[str, Any] = {
-        "name": "srv",
-        "command": SYSTEM_PYTHON,
-        "args": [str(HERE / "mcp_test_server.py")],
-        "env": {"PYTHONPATH": SITE_PACKAGES},
-        "read_paths": [SITE_PACKAGES, str(HERE)],
-        "deny": ["secret_*"],
-        "timeout_s": 30,
-    }
+    """The stdio test server as an operator would configure it."""
+    fields = {**stdio_server(), "deny": ["secret_*"], "timeout_s": 30}
     return McpServerConfig.model_validate({**fields, **overrides})
-
-
-def have_system_python() -> bool:
-    return Path(SYSTEM_PYTHON).exists()
 
 
 def scratch_root() -> Path:
@@ -107,7 +89,7 @@ class Hub:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def system(layered: LayeredSandbox) -> AsyncIterator[Hub]:
-    if layered.missing(layered.default_profile) or not have_system_python():
+    if layered.missing(layered.default_profile) or interpreter() is None:
         skip_or_fail("the sandbox cannot start the stdio MCP server on this host")
     web = WebServer()
     root = scratch_root()
