@@ -35,7 +35,8 @@ class McpHub:
     root, under which each stdio server gets ``.mcp/<name>`` as its only writable directory.
     ``backoff_s``: the reconnection backoff (first, longest); ``ping_timeout_s``: how long a
     server may take to answer the ping sent after one of its calls timed out (no answer: it is
-    restarted)."""
+    restarted). Made in the running event loop; :meth:`start` starts the supervisors,
+    :meth:`close` stops them (and the stdio servers)."""
 
     def __init__(
         self,
