@@ -53,23 +53,26 @@ class ToolDispatcher:
         self.js = js
         self.subjects = subjects
         self.timeout_s = timeout_s
-        self._specs: list[ToolSpec] = []
-        self._specs_at = 0.0
+        self._specs: dict[str | None, tuple[float, list[ToolSpec]]] = {}
 
-    async def specs(self) -> list[ToolSpec]:
-        """The executors' tool specs, cached for a minute; empty when no executor answers."""
-        if self._specs and time.monotonic() - self._specs_at < 60:
-            return self._specs
+    async def specs(self, agent: str | None = None) -> list[ToolSpec]:
+        """The executors' tool specs for ``agent`` (the MCP servers offered to it; ``None``:
+        those offered to every agent), cached for a minute per agent; the last known (else
+        empty) when no executor answers."""
+        at, cached = self._specs.get(agent, (0.0, []))
+        if cached and time.monotonic() - at < 60:
+            return cached
+        request = json.dumps({"agent": agent}).encode() if agent else b""
         try:
-            reply = await self.nc.request(self.subjects.tools_specs(), b"", timeout=2.0)
+            reply = await self.nc.request(self.subjects.tools_specs(), request, timeout=2.0)
         except Exception:
             log.warning("no tool executor answered the spec request; running without tools")
-            return self._specs
-        self._specs = [
+            return cached
+        specs = [
             ToolSpec(s["name"], s["description"], s["parameters"]) for s in json.loads(reply.data)
         ]
-        self._specs_at = time.monotonic()
-        return self._specs
+        self._specs[agent] = (time.monotonic(), specs)
+        return specs
 
     async def run_all(
         self,

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from switchboard.settings import CommonSettings
 from switchboard_tools.a2a_settings import A2ASettings
+from switchboard_tools.mcp.config import McpSettings
 from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.sandbox.settings import ExecSettings
 
@@ -17,7 +18,10 @@ from switchboard_tools.sandbox.settings import ExecSettings
 CONSUMER = "executor"
 
 
-class ToolsSettings(CommonSettings, WebSettings, ExecSettings, A2ASettings):
+class ToolsSettings(CommonSettings, WebSettings, ExecSettings, A2ASettings, McpSettings):
+    """The executor's settings; MCP servers: ``SB_MCP_SERVERS`` (see
+    :mod:`switchboard_tools.mcp.config`); remote A2A agents: ``SB_A2A_AGENTS``."""
+
     workspaces_dir: Path | None = None
     tools_max_concurrency: int = Field(default=8, ge=1, le=1000)
     tools_max_timeout_s: float = Field(default=300.0, gt=0)

@@ -18,3 +18,8 @@ class ToolError(Exception):
 
 class ArgumentError(ToolError):
     """The arguments passed the JSON Schema but are still unusable (e.g. an unknown time zone)."""
+
+
+class McpUnavailable(ToolError):
+    """An MCP server could not be reached for a call (not started, crashed, refused by the
+    sandbox, connection lost); it is restarted for a later call."""

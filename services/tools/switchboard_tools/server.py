@@ -1,5 +1,11 @@
 """Tool executor: pulls TOOLS when it has a free slot, validates and runs the call in the
-sandbox, and publishes the result (with the isolation attestation) on sb.tools.result.<run>."""
+sandbox, and publishes the result (with the isolation attestation) on sb.tools.result.<run>.
+
+Besides the built-in tools it offers the tools of the MCP servers in ``SB_MCP_SERVERS``
+(:mod:`switchboard_tools.mcp`), which it starts (stdio, in the sandbox) or connects to
+(streamable HTTP) and supervises. The spec request (``sb.tools.specs``) may carry
+``{"agent": "<id>"}``: the answer then holds the MCP tools offered to that agent; an empty
+request (older agents) gets the built-in tools and those of servers offered to every agent."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import json
 import logging
 import os
 import time
+from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -23,6 +30,7 @@ from switchboard.v1 import messages_pb2
 from .builtin import builtin_registry
 from .config import CONSUMER, ToolsSettings
 from .errors import ToolError
+from .mcp import McpHub
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .procbus import ProcessBus
 from .procs import ProcessLimits, ProcessManager
@@ -33,6 +41,9 @@ from .workspace import open_workspace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
+# How long a spec request waits for MCP servers still making their first connection (the
+# agent asks with a 2 s deadline).
+_FIRST_LIST_WAIT_S = 1.0
 
 
 class Executor:
@@ -44,9 +55,10 @@ class Executor:
         registry: ToolRegistry,
         sandbox: Sandbox,
         processes: ProcessManager | None = None,
+        mcp: McpHub | None = None,
     ) -> None:
         """``processes``: the manager of the process tool, served to the other replicas
-        by :meth:`serve_processes` and killed by :meth:`close`."""
+        by :meth:`serve_processes` and killed by :meth:`close`; ``mcp``: the MCP servers."""
         self.nc = nc
         self.subjects = subjects
         self.settings = settings
@@ -55,6 +67,7 @@ class Executor:
         self.running: dict[str, set[asyncio.Task[ToolOutput]]] = {}
         self.processes = processes
         self.process_bus: ProcessBus | None = None
+        self.mcp = mcp
 
     async def serve_processes(self) -> None:
         """Answer poll/kill/list for this executor's processes on sb.tools.proc.<id>."""
@@ -79,7 +92,17 @@ class Executor:
             task.cancel()
 
     async def answer_specs(self, msg: Msg) -> None:
-        await msg.respond(json.dumps(self.registry.specs()).encode())
+        if self.mcp is not None:
+            await self.mcp.first_attempts(_FIRST_LIST_WAIT_S)
+        await msg.respond(json.dumps(self.specs(_asking_agent(msg.data))).encode())
+
+    def specs(self, agent: str | None) -> list[dict[str, Any]]:
+        """The built-in tools and the MCP tools offered to ``agent`` (see the module
+        docstring), sorted by name."""
+        specs = self.registry.specs()
+        if self.mcp is not None:
+            specs += self.mcp.specs(agent)
+        return sorted(specs, key=lambda spec: str(spec["name"]))
 
     async def handle(self, msg: Msg, call: messages_pb2.ToolCall) -> None:
         BUSY_SLOTS.inc()
@@ -151,9 +174,25 @@ class Executor:
                 on_update,
                 workspace_fd=fd,
             )
-            return await self.registry.execute(call.tool, call.args_json or "{}", ctx)
+            args = call.args_json or "{}"
+            if self.mcp is not None and call.tool not in self.registry and self.mcp.owns(call.tool):
+                return await self.mcp.execute(call.tool, args, ctx)
+            return await self.registry.execute(call.tool, args, ctx)
         finally:
             os.close(fd)
+
+
+def _asking_agent(data: bytes) -> str | None:
+    """The agent a spec request names (``None``: an empty or unreadable request)."""
+    if not data.strip():
+        return None
+    try:
+        request = json.loads(data)
+    except ValueError:
+        log.warning("unreadable tool spec request; answering for every agent")
+        return None
+    agent = request.get("agent") if isinstance(request, dict) else None
+    return agent if isinstance(agent, str) and agent else None
 
 
 async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
@@ -176,7 +215,16 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
             exec_mode=settings.exec_mode,
             a2a=settings,
         )
-        executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes)
+        mcp = McpHub(
+            settings.mcp_servers,
+            sandbox,
+            settings.sandbox_profile(),
+            settings.workspace_root(),
+            settings.tool_args_max_bytes,
+        )
+        mcp.start()
+        rt.stack.push_async_callback(mcp.close)
+        executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, mcp)
         await executor.serve_processes()
         rt.stack.push_async_callback(executor.close)
         await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)

@@ -11,6 +11,7 @@ read-write at its own path from an already-open descriptor -- as the working dir
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 ETC_FILES = (
@@ -30,9 +31,11 @@ def bwrap_argv(
     network: bool,
     python: str,
     tmp_size_bytes: int,
+    read_paths: Sequence[str] = (),
 ) -> list[str]:
     """The ``bwrap ... --`` prefix; ``ws_fd`` is an ``O_PATH`` descriptor of ``workspace``
-    that the child inherits."""
+    that the child inherits; ``read_paths``: further paths bound read-only at their own place
+    (what a long-running server, such as an MCP server, needs to read besides the system)."""
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if network:
         argv.append("--share-net")
@@ -47,6 +50,8 @@ def bwrap_argv(
     prefix = str(Path(os.path.realpath(python)).parent.parent)
     if not prefix.startswith("/usr"):
         argv += ["--ro-bind", prefix, prefix]  # the wrapper's interpreter lives elsewhere
+    for path in read_paths:
+        argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(tmp_size_bytes), "--tmpfs", "/tmp"]
     argv += ["--bind-fd", str(ws_fd), str(workspace), "--chdir", str(cwd), "--"]

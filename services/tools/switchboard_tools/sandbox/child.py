@@ -150,6 +150,40 @@ async def _launch(
     return proc, read_fd
 
 
+async def start_piped(
+    argv: list[str], *, cwd: Path, env: Mapping[str, str], options: SpawnOptions
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` with stdin, stdout and stderr as pipes, in its own session, killed if the
+    executor dies (for servers that talk over their stdio, see
+    :meth:`~switchboard_tools.sandbox.layered.LayeredSandbox.spawn_piped`). Lines up to
+    16 MiB can be read from its stdout."""
+    global _LAUNCHING
+    _LAUNCHING += 1
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=tuple(options.pass_fds),
+            preexec_fn=with_parent_death_signal(options.preexec),
+            limit=16 * 1024 * 1024,
+        )
+    finally:
+        _LAUNCHING -= 1
+    _ACTIVE.add(proc.pid)  # asyncio reaps it; reap_orphans must not
+    return proc
+
+
+def forget_piped(pid: int) -> None:
+    """A process of :func:`start_piped` was reaped: orphan reaping may consider the pid again."""
+    _ACTIVE.discard(pid)
+
+
 class Child:
     """A started child: its process group (it leads it), the pump feeding its output into
     ``sink``, and its exit. ``activity`` is set whenever output arrives or it finishes."""

@@ -11,7 +11,7 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,7 @@ def prepare_launch(
     host_net: int,
     nproc: int,
     tmp_size_bytes: int,
+    read_paths: Sequence[str] = (),
 ) -> Launch:
     """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
     runs the inner wrapper, ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
@@ -102,7 +103,8 @@ def prepare_launch(
     call's cgroup is made. ``uid``: the uid/gid the command runs as (``None``: keep the
     executor's), dropped by ``preexec(cpu_seconds, cgroup)``, which runs between fork and exec.
     ``host_ns``/``host_net``: the executor's namespace inodes, ``nproc``: its process limit, both
-    handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``."""
+    handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``;
+    ``read_paths``: further paths the command may read (bound read-only, allowed by Landlock)."""
     use_ns = bwrap is not None
     hand_workspace_over(workspace, uid, use_ns)
     report_r, report_w = os.pipe()
@@ -124,7 +126,7 @@ def prepare_launch(
             "seccomp": seccomp,
             "landlock": landlock,
             "network": profile.network,
-            "ro": list(SYSTEM_RO),
+            "ro": [*SYSTEM_RO, *read_paths],
             "rw": [ws_fd, "/tmp"] if use_ns else [ws_fd],
             "dev": list(DEV_FILES),
             "require": sorted(profile.require & INNER_LAYERS),
@@ -147,6 +149,7 @@ def prepare_launch(
                 network=profile.network,
                 python=python,
                 tmp_size_bytes=tmp_size_bytes,
+                read_paths=read_paths,
             )
             command = prefix + command
     except BaseException:

@@ -14,17 +14,18 @@ under each; which of them a call uses is decided here, and its command line is b
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from switchboard_tools.output import OutputCallback
 from switchboard_tools.sandbox.cgroups import CallCgroup, CgroupLimits
-from switchboard_tools.sandbox.child import Child
+from switchboard_tools.sandbox.child import Child, forget_piped, kill_group, start_piped
 from switchboard_tools.sandbox.launch import (
     Launch,
     attest,
@@ -132,6 +133,7 @@ class LayeredSandbox:
         profile: SandboxProfile | None,
         workspace: Path | None,
         layers: Mapping[str, bool] | None,
+        read_paths: Sequence[str] = (),
     ) -> Launch:
         """Check ``profile`` against what is available and build the wrapped command line."""
         if not argv:
@@ -162,6 +164,7 @@ class LayeredSandbox:
             host_net=self.host_net,
             nproc=self.nproc,
             tmp_size_bytes=self.tmp_size_bytes,
+            read_paths=read_paths,
         )
 
     def _attest(
@@ -294,3 +297,70 @@ class LayeredSandbox:
             await child.finish()
             raise
         return child
+
+    async def spawn_piped(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        cpu_seconds: float,
+        env: Mapping[str, str] | None = None,
+        profile: SandboxProfile | None = None,
+        read_paths: Sequence[str] = (),
+    ) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
+        """Start a long-running server ``argv`` under every available layer with its stdin,
+        stdout and stderr as pipes (an MCP stdio server speaks over them): returns the process
+        (it leads its own process group, dies with the executor) and its measured isolation,
+        once measured in force, else kills it and raises :class:`SandboxUnavailable`. ``cwd``
+        is its only writable directory; ``read_paths`` are further paths it may read.
+        ``cpu_seconds``: its CPU-time limit. The caller kills its group when done with it."""
+        launch = self._prepare(
+            argv,
+            cwd=cwd,
+            timeout_s=cpu_seconds,
+            env=env,
+            profile=profile,
+            workspace=cwd,
+            layers=None,
+            read_paths=read_paths,
+        )
+        try:
+            try:
+                proc = await start_piped(
+                    launch.command, cwd=cwd, env=launch.env, options=launch.options
+                )
+            finally:
+                launch.close_fds()
+        except BaseException as exc:
+            os.close(launch.report_r)
+            launch.release_cgroup()
+            if isinstance(exc, subprocess.SubprocessError):
+                raise SandboxUnavailable(_NOT_STARTED) from exc
+            raise
+        try:
+            report = await await_report(launch.report_r, _REPORT_TIMEOUT_S)
+            isolation = self._attest(report, launch, "", False)
+        except BaseException:
+            kill_group(proc.pid)
+            raise
+        finally:
+            _release_on_exit(proc, launch)
+        return proc, isolation
+
+
+def _release_on_exit(proc: asyncio.subprocess.Process, launch: Launch) -> None:
+    """Remove ``launch``'s cgroup once ``proc`` has exited."""
+
+    async def release() -> None:
+        try:
+            await proc.wait()
+        finally:
+            forget_piped(proc.pid)
+            launch.release_cgroup()
+
+    task = asyncio.create_task(release())
+    _PIPED_RELEASES.add(task)
+    task.add_done_callback(_PIPED_RELEASES.discard)
+
+
+_PIPED_RELEASES: set[asyncio.Task[None]] = set()

@@ -1,0 +1,13 @@
+"""The MCP client of the tool executor: MCP servers configured as data (``SB_MCP_SERVERS``,
+:mod:`.config`), each supervised by the executor (:mod:`.supervisor`: connect, list, re-list on
+``notifications/tools/list_changed``, reconnect with backoff), reached over stdio -- started in
+the executor's sandbox like exec's commands -- or streamable HTTP (:mod:`.transport`, both
+through the ``mcp`` package's :class:`~mcp.ClientSession`), their tools offered per agent as
+``<server>__<tool>`` and validated against their JSON Schemas like the built-in tools
+(:mod:`.tool`, :mod:`.hub`). Tool policy and approvals apply in the agent as for any tool
+(``group:mcp`` names every ``server__tool``)."""
+
+from switchboard_tools.mcp.config import McpServerConfig, McpSettings
+from switchboard_tools.mcp.hub import McpHub
+
+__all__ = ["McpHub", "McpServerConfig", "McpSettings"]

@@ -1,0 +1,85 @@
+"""An MCP server's tool as a :class:`~switchboard_tools.registry.Tool` (so its arguments are
+validated against its JSON Schema by the registry, as for every built-in tool), and the reading
+of a ``tools/call`` result into a :class:`~switchboard_tools.registry.ToolOutput`."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import mcp_types
+
+from switchboard_tools.registry import Tool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from switchboard_tools.mcp.supervisor import McpServer
+
+# What model APIs accept as a tool name; a server's tool whose namespaced name is not such a
+# name is not offered.
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Longest result text handed back to the model (characters).
+MAX_RESULT_CHARS = 256 * 1024
+SEPARATOR = "__"
+
+
+def namespaced(server: str, tool: str) -> str:
+    return f"{server}{SEPARATOR}{tool}"
+
+
+class McpTool(Tool):
+    """Tool ``remote`` of ``server``, offered as ``<server>__<remote>``. :class:`Tool` keeps a
+    tool's name, description and schema as class attributes, so each server tool gets a class
+    of its own: make them with :func:`mcp_tool`."""
+
+    group = "mcp"
+
+    def __init__(self, server: McpServer, remote: str) -> None:
+        self.server = server
+        self.remote = remote
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        result = await self.server.call(self.remote, args)
+        output = result_output(self.server.config.name, result)
+        if self.server.isolation:
+            output.details["isolation"] = self.server.isolation
+        return output
+
+
+def mcp_tool(
+    server: McpServer, remote: str, description: str, parameters: dict[str, Any]
+) -> McpTool:
+    name = namespaced(server.config.name, remote)
+    attributes = {"name": name, "description": description, "parameters": parameters}
+    cls: type[McpTool] = type(f"McpTool[{name}]", (McpTool,), attributes)
+    return cls(server, remote)
+
+
+def result_output(server: str, result: mcp_types.CallToolResult) -> ToolOutput:
+    """The result's text content (other content is named, not inlined; structured content when
+    there is no text), an error when the server flagged it as one (its own text, which the MCP
+    protocol defines as meant for the model)."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                parts.append(resource.text)
+            else:
+                parts.append(f"[binary resource {resource.uri} omitted]")
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource: {block.uri}]")
+        else:
+            parts.append(f"[{block.type} content ({block.mime_type}) omitted]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[truncated: the result had {len(text)} characters]"
+    details: dict[str, Any] = {"mcp_server": server}
+    if result.is_error:
+        details["error"] = "mcp_tool_error"
+        text = text or "The MCP tool reported an error without a message."
+    return ToolOutput(text, is_error=bool(result.is_error), details=details)
