@@ -50,9 +50,9 @@ def bwrap_argv(
     prefix = str(Path(os.path.realpath(python)).parent.parent)
     if not prefix.startswith("/usr"):
         argv += ["--ro-bind", prefix, prefix]  # the wrapper's interpreter lives elsewhere
-    for path in read_paths:
-        argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(tmp_size_bytes), "--tmpfs", "/tmp"]
+    for path in read_paths:  # after the private /tmp, which would hide a path beneath it
+        argv += ["--ro-bind", path, path]
     argv += ["--bind-fd", str(ws_fd), str(workspace), "--chdir", str(cwd), "--"]
     return argv
