@@ -23,7 +23,9 @@ from tests.e2e.helpers import (
     wait_for,
 )
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support.servers import run_sync
 from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.streams import LANE_ACK_WAIT_TEST_S, short_lane_leases
 
 SECOND = "agent-b"  # the second agent replica's instance name (the first one's is "agent")
 
@@ -82,7 +84,9 @@ def replicas(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[TwoAg
         "SB_EXEC_ALLOWLIST": '["echo"]',
         "SB_TOOL_APPROVALS": '["exec:command=echo guarded*"]',
         "SB_LOG_LEVEL": "INFO",
+        "SB_LANE_ACK_WAIT_S": LANE_ACK_WAIT_TEST_S,  # the killed holder's lanes move sooner
     }
+    run_sync(short_lane_leases(nats_url))
     with with_fake_model(tmp_path, nats_url, database_url, script, env, TwoAgentReplicas) as procs:
         assert isinstance(procs, TwoAgentReplicas)
         yield procs

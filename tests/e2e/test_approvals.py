@@ -28,7 +28,9 @@ from tests.e2e.helpers import (
     wait_for,
 )
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
+from tests.support.servers import run_sync
 from tests.support.services import ServiceProcesses, with_fake_model
+from tests.support.streams import LANE_ACK_WAIT_TEST_S, short_lane_leases
 
 LAYERS = ("seccomp", "landlock", "namespaces")
 
@@ -68,8 +70,10 @@ def services(
 @pytest.fixture
 def restartable(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
     """The settings of ``services`` in a system of the test's own, since the test kills the
-    agent."""
-    with with_fake_model(tmp_path, nats_url, database_url, script, GUARDED) as procs:
+    agent (whose lanes then move after 4-5 s, not 10-15 s: short_lane_leases)."""
+    run_sync(short_lane_leases(nats_url))
+    env = {**GUARDED, "SB_LANE_ACK_WAIT_S": LANE_ACK_WAIT_TEST_S}
+    with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
         yield procs
 
 

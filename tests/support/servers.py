@@ -134,10 +134,27 @@ def postgres_uri() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="sb-test-pg-"))
     server = Postgres(root / "pgdata")
     try:
-        yield server.start()
+        uri = server.start()
+        run_sync(without_durability(uri))
+        yield uri
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def without_durability(uri: str) -> None:
+    """The tests' own throwaway server stops waiting for the disk: no fsync, commits that do
+    not wait for their WAL flush, no full-page writes. Only a crash of the machine (or of this
+    PostgreSQL, which no test kills: test_restart runs one of its own) could lose data."""
+    import asyncpg
+
+    conn = await asyncpg.connect(uri)
+    try:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            await conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
 
 
 @contextlib.contextmanager

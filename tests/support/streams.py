@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import nats
 from google.protobuf.message import Message
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
@@ -47,6 +48,17 @@ async def outbound_parts(js: JetStreamContext) -> list[tuple[str, messages_pb2.O
 
 
 CHANNEL_LEASE_TEST_TTL_S = 5.0
+LANE_LEASE_TEST_TTL_S = 4.0
+LANE_ACK_WAIT_TEST_S = "5"  # SB_LANE_ACK_WAIT_S for systems whose tests kill an agent
+
+
+async def _short_bucket(js: JetStreamContext, bucket: str, ttl_s: float) -> None:
+    try:
+        await js.key_value(bucket)
+    except BucketNotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(bucket=bucket, ttl=ttl_s, storage=StorageType.FILE)
+        )
 
 
 async def ensure_streams_short_leases(
@@ -56,12 +68,17 @@ async def ensure_streams_short_leases(
     made first with a ``ttl_s`` TTL instead of the production 15 s: the gateway takes the lease
     TTL from the bucket, so takeover tests wait for a crashed holder's lease that much less."""
     subjects = bus.Subjects()
-    try:
-        await js.key_value(subjects.channel_lease_bucket)
-    except BucketNotFoundError:
-        await js.create_key_value(
-            KeyValueConfig(
-                bucket=subjects.channel_lease_bucket, ttl=ttl_s, storage=StorageType.FILE
-            )
-        )
+    await _short_bucket(js, subjects.channel_lease_bucket, ttl_s)
     await bus.ensure_streams(js, subjects)
+
+
+async def short_lane_leases(nats_url: str, ttl_s: float = LANE_LEASE_TEST_TTL_S) -> None:
+    """Make the lane lease bucket with a ``ttl_s`` TTL (production: 10 s) before the system
+    starts (the router then keeps it): the agents take the lease TTL from the bucket, so a
+    killed agent's lanes are free sooner. Pair it with ``SB_LANE_ACK_WAIT_S`` =
+    ``LANE_ACK_WAIT_TEST_S``, or the dispatch's redelivery stays the wait."""
+    nc = await nats.connect(nats_url)
+    try:
+        await _short_bucket(nc.jetstream(), bus.Subjects().lease_bucket, ttl_s)
+    finally:
+        await nc.close()

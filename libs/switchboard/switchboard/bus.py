@@ -29,6 +29,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
 from .errors import InvalidPayload
@@ -150,6 +151,14 @@ class Subjects:
             self.outbound_sent_bucket: OUTBOUND_SENT_TTL_S,
             self.pairing_bucket: 0.0,
         }
+
+
+async def bucket_ttl(kv: KeyValue, default: float) -> float:
+    """A KV bucket's TTL (its keys expire that long after their last write), ``default`` for a
+    bucket without one. Lease holders renew well within it, so the bucket decides the lease
+    TTL: the one that created it (the router, or a test wanting short takeovers) sets it."""
+    ttl = (await kv.status()).ttl
+    return float(ttl) if ttl else default
 
 
 _UNSAFE_TOKEN = re.compile(r"[.*>\s]|[^\x21-\x7e\u00a0-\U0010ffff]")

@@ -53,6 +53,9 @@ class AgentSettings(
     workspaces_dir: Path | None = None
     queue_mode: QueueMode = QueueMode.QUEUE
     collect_debounce_ms: int = Field(default=2000, ge=0, le=600_000)
+    # How long a lane dispatch may stay unacknowledged (a live run keeps it alive every third of
+    # it): a dead replica's lanes reach another replica this long after its last keepalive.
+    lane_ack_wait_s: float = Field(default=15.0, ge=1.0, le=600.0)
     # Tool policy (see policy.py): {"profile", "allow", "deny"} for every agent, per agent id,
     # and for sub-agent sessions; approval rules like "exec:command=rm *" (approval_rules.py).
     tool_policy: dict[str, Any] | None = None

@@ -53,7 +53,6 @@ from .usage import UsageStore
 from .workspace_files import WorkspaceFiles
 
 log = logging.getLogger(__name__)
-LANE_ACK_WAIT_S = 15.0
 
 
 def _memory(settings: AgentSettings, rt: ServiceRuntime) -> AgentMemory | None:
@@ -195,10 +194,11 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             compactor,
         )
         runner.after_commit = subagents.committed
+        lease_kv = await rt.js.key_value(rt.subjects.lease_bucket)
         leases = Leases(
-            await rt.js.key_value(rt.subjects.lease_bucket),
+            lease_kv,
             f"{rt.instance}-{uuid.uuid4().hex[:8]}",
-            bus.LEASE_TTL_S,
+            await bus.bucket_ttl(lease_kv, bus.LEASE_TTL_S),  # the bucket's TTL decides
         )
         lanes = LaneManager(
             rt.nc,
@@ -208,7 +208,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             runner,
             default_mode=settings.queue_mode,
             collect_debounce_s=settings.collect_debounce_ms / 1000,
-            keepalive_s=LANE_ACK_WAIT_S / 3,
+            keepalive_s=settings.lane_ack_wait_s / 3,
         )
         worker = await rt.consume(
             "LANES",
@@ -217,7 +217,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             messages_pb2.LaneItem,
             lanes.handle,
             concurrency=settings.agent_max_concurrent_runs,
-            ack_wait=LANE_ACK_WAIT_S,
+            ack_wait=settings.lane_ack_wait_s,
         )
         await lanes.running.listen(rt.nc, rt.subjects)
         lanes.saturated = lambda: worker.saturated

@@ -152,10 +152,8 @@ class ChannelLease:
 
 
 async def bucket_ttl(kv: KeyValue) -> float:
-    """The lease TTL: the bucket's own (its keys expire that long after their last write, so a
-    crashed holder's lease ends then), ``bus.CHANNEL_LEASE_TTL_S`` for a bucket without one."""
-    ttl = (await kv.status()).ttl
-    return float(ttl) if ttl else bus.CHANNEL_LEASE_TTL_S
+    """The lease TTL: the bucket's own (a crashed holder's lease ends then)."""
+    return await bus.bucket_ttl(kv, bus.CHANNEL_LEASE_TTL_S)
 
 
 async def acquire(kv: KeyValue, key: str, owner: bytes, ttl_s: float) -> ChannelLease | None:
