@@ -147,7 +147,13 @@ def test_embedding_provider_down_degrades_but_the_turn_completes(
             assert "Marigold" in said and "keyword search only" in said, said
             assert "503" in said  # why: the provider's answer
             embeddings.down = False
-            found = invoke(stack, "memory_search", {"query": "boat called"}, "main:api:x")
+
+            def all_three() -> dict[str, Any] | None:
+                """The note and both turns (indexed once the chat has been quiet for a moment)."""
+                found = invoke(stack, "memory_search", {"query": "boat called"}, "main:api:x")
+                return found if found["details"]["hits"] == 3 else None
+
+            found = wait_for(all_three, timeout=60, what="the note and both turns in memory")
             # The whole search again (earlier turns quote the degraded answers: look at details).
             assert "Marigold" in found["text"], found
             assert found["details"] == {"hits": 3, "mode": "hybrid"}, found

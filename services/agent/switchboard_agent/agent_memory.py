@@ -29,12 +29,13 @@ class AgentMemory:
         workspace_root: Path,
         recall_k: int = 0,
         sync_turns: bool = True,
+        sync_quiet_s: float = 1.0,
     ) -> None:
         self.client = client
         self.mode = mode
         self.recall_k = recall_k
         self.files = MemoryFiles(client, workspace_root)
-        self.turns = TurnSync(client, mode) if sync_turns else None
+        self.turns = TurnSync(client, mode, quiet_s=sync_quiet_s) if sync_turns else None
         self._background: set[asyncio.Task[None]] = set()
 
     def tools(self) -> list[LocalTool]:

@@ -75,6 +75,9 @@ class AgentSettings(
     memory_scope: Literal["agent", "user"] = "agent"
     memory_recall_k: int = Field(default=0, ge=0, le=20)
     memory_sync: bool = True
+    # Finished turns are indexed once none has finished for this long (at most 10 s after the
+    # first waiting one): background indexing yields to live turns (memory_sync.py).
+    memory_sync_quiet_ms: int = Field(default=1000, ge=0, le=60_000)
     # The scheduler, for the `cron` tool ("" : no cron tool).
     scheduler_addr: str = "127.0.0.1:50054"
     # Media (agent_media.py): the media service ("" : attachments become a note, no image

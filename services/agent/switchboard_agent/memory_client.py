@@ -77,13 +77,13 @@ class MemoryClient:
         assert isinstance(done, memory_pb2.UpsertResponse)
         return done
 
-    async def sync_turn(
-        self, agent: str, user: str, session_key: str, turn: memory_pb2.SessionTurn
+    async def sync_turns(
+        self, agent: str, user: str, session_key: str, turns: list[memory_pb2.SessionTurn]
     ) -> None:
         request = memory_pb2.SyncSessionRequest(
             scope=memory_pb2.MemoryScope(agent=agent, user=user),
             session_key=session_key,
-            turns=[turn],
+            turns=turns,
         )
         await call(self.stub.SyncSession, request, SYNC_TIMEOUT_S)
 

@@ -2,9 +2,14 @@
 background: never delaying the reply or the lane) and the agent's memory files (``MEMORY.md``,
 ``memory/*.md`` in its workspace), re-indexed when they change.
 
-Turns wait in a bounded queue drained by one task; when the queue is full or the memory service
-fails, the turn is dropped with a log line and ``sb_agent_memory_sync_total{outcome}``: memory
-is a convenience, the transcript in PostgreSQL stays the record."""
+Turns wait in a bounded queue drained by one task, which yields to live turns: it sends once no
+turn has finished for ``quiet_s`` (or ``MAX_HOLD_S`` after the first waiting one), every waiting
+turn of a session in one ``SyncSession``. Embedding is the heaviest thing the system does per
+turn; done at once it took CPU (and, in one process, the interpreter) from the next turns (the
+sequential turn p50 of ``make bench`` went from 15 to 38 ms). When the queue is full or the
+memory service fails, turns are dropped with a log line and
+``sb_agent_memory_sync_total{outcome}``: memory is a convenience, the transcript in PostgreSQL
+stays the record."""
 
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ SYNCED = Counter(
 )
 MAX_FILE_BYTES = 2 * 1024 * 1024
 FILES_EVERY_S = 2.0
+MAX_HOLD_S = 10.0  # the longest a finished turn waits for a quiet moment
+MAX_TURNS_PER_CALL = 32
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,12 @@ class FinishedTurn:
 
 
 class TurnSync:
-    def __init__(self, client: MemoryClient, mode: ScopeMode, capacity: int = 256) -> None:
+    def __init__(
+        self, client: MemoryClient, mode: ScopeMode, capacity: int = 256, quiet_s: float = 1.0
+    ) -> None:
         self.client = client
         self.mode = mode
+        self.quiet_s = quiet_s
         self.queue: asyncio.Queue[FinishedTurn] = asyncio.Queue(capacity)
         self._task: asyncio.Task[None] | None = None
 
@@ -69,23 +79,52 @@ class TurnSync:
 
     async def _drain(self) -> None:
         while True:
-            turn = await self.queue.get()
-            try:
-                await self.client.sync_turn(
-                    turn.agent,
-                    memory_user(turn.session_key, self.mode),
-                    turn.session_key,
+            batch = [await self.queue.get()]
+            batch += await self._gather()
+            for (agent, key), turns in _by_session(batch).items():
+                for start in range(0, len(turns), MAX_TURNS_PER_CALL):
+                    await self._send(agent, key, turns[start : start + MAX_TURNS_PER_CALL])
+
+    async def _gather(self) -> list[FinishedTurn]:
+        """The turns that finish until none has for ``quiet_s`` (at most ``MAX_HOLD_S``)."""
+        more: list[FinishedTurn] = []
+        deadline = time.monotonic() + MAX_HOLD_S
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(self.quiet_s, left))
+            if self.queue.empty():
+                break
+            while not self.queue.empty():
+                more.append(self.queue.get_nowait())
+        return more
+
+    async def _send(self, agent: str, session_key: str, turns: list[FinishedTurn]) -> None:
+        try:
+            await self.client.sync_turns(
+                agent,
+                memory_user(session_key, self.mode),
+                session_key,
+                [
                     memory_pb2.SessionTurn(
-                        turn_id=turn.run_id,
-                        user_text=turn.user_text,
-                        assistant_text=turn.assistant_text,
-                        at_ms=turn.at_ms,
-                    ),
-                )
-                SYNCED.labels("turn", "ok").inc()
-            except (MemoryUnavailable, MemoryRefused) as exc:
-                SYNCED.labels("turn", "failed").inc()
-                log.warning("turn not indexed: %s", exc, extra={"run_id": turn.run_id})
+                        turn_id=t.run_id,
+                        user_text=t.user_text,
+                        assistant_text=t.assistant_text,
+                        at_ms=t.at_ms,
+                    )
+                    for t in turns
+                ],
+            )
+            SYNCED.labels("turn", "ok").inc(len(turns))
+        except (MemoryUnavailable, MemoryRefused) as exc:
+            SYNCED.labels("turn", "failed").inc(len(turns))
+            log.warning("%d turns not indexed: %s", len(turns), exc, extra={"session": session_key})
+
+
+def _by_session(turns: list[FinishedTurn]) -> dict[tuple[str, str], list[FinishedTurn]]:
+    """``turns`` grouped by (agent, session key), each group in the order they finished."""
+    groups: dict[tuple[str, str], list[FinishedTurn]] = {}
+    for turn in turns:
+        groups.setdefault((turn.agent, turn.session_key), []).append(turn)
+    return groups
 
 
 class MemoryFiles:

@@ -67,6 +67,7 @@ def _memory(settings: AgentSettings, rt: ServiceRuntime) -> AgentMemory | None:
         settings.workspace_root(),
         settings.memory_recall_k,
         settings.memory_sync,
+        settings.memory_sync_quiet_ms / 1000,
     )
     memory.start()
     rt.stack.push_async_callback(memory.close)
