@@ -37,6 +37,7 @@ from .providers.errors import (
     ModelRateLimitError,
     ModelUnavailableError,
 )
+from .providers.plugin import PluginProvider
 from .providers.profiles import AuthProfile, Cooldowns
 from .providers.select import ModelConfig, build_model
 
@@ -111,8 +112,12 @@ class ModelRouter:
         tuning: RouterTuning,
         cooldowns: Cooldowns,
         sleep: Sleep = asyncio.sleep,
+        plugins: Mapping[str, PluginProvider] | None = None,
     ) -> None:
         self.chain = chain
+        self.plugins = dict(plugins or {})  # provider name -> a plugin's provider
+        # Plugin models whose factory failed at start: plugin -> why (for /readyz).
+        self.unbuilt: dict[str, str] = {}
         self.profiles = profiles
         self.tuning = tuning
         self.cooldowns = cooldowns
@@ -122,21 +127,30 @@ class ModelRouter:
         self.provider, _, self.model = first.partition(":")
 
     def warm(self) -> None:
-        """Build every client now (imports the SDKs; run it off the event loop)."""
+        """Build every client now (imports the SDKs; run it off the event loop). A plugin's
+        model that cannot be built is noted in ``unbuilt``; its calls fail over."""
         refs = {r for c in [self.chain.default, *self.chain.per_agent.values()] for r in c}
-        for ref in refs:
+        for ref in sorted(refs):
             for profile in self.profiles[ref.partition(":")[0]]:
-                self.instance(ref, profile)
+                try:
+                    self.instance(ref, profile)
+                except ModelError as exc:
+                    plugin = self.plugins[ref.partition(":")[0]].plugin
+                    self.unbuilt[plugin] = exc.message
 
     def instance(self, ref: str, profile: AuthProfile) -> Model:
         key = (ref, profile.name)
         model = self._models.get(key)
         if model is None:
             provider, _, name = ref.partition(":")
-            config = ModelConfig(provider, name, profile.api_key, profile.base_url)
-            model = build_model(
-                config, timeout_s=self.tuning.timeout_s, max_retries=self.tuning.sdk_retries
-            )
+            plugin = self.plugins.get(provider)
+            if plugin is not None:
+                model = plugin.build(name)  # ModelUnavailableError: this call fails over
+            else:
+                config = ModelConfig(provider, name, profile.api_key, profile.base_url)
+                model = build_model(
+                    config, timeout_s=self.tuning.timeout_s, max_retries=self.tuning.sdk_retries
+                )
             self._models[key] = model
         return model
 
@@ -209,10 +223,10 @@ class RoutedModel:
             ref, profile = pick
             if failed is not None:
                 await self._moved(failed, ref, profile, waited)
-            model = router.instance(ref, profile)
-            self.ref, self.provider, self.model = ref, model.provider, model.model
             streamed = False
             try:
+                model = router.instance(ref, profile)
+                self.ref, self.provider, self.model = ref, model.provider, model.model
                 async for item in model.stream(request):
                     streamed = streamed or isinstance(item, TextDelta)
                     yield item

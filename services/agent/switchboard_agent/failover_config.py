@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from pydantic import Field
 
@@ -10,7 +11,8 @@ from switchboard.settings import ModelSettings, Settings
 
 from .failover import ModelRouter, RouterTuning
 from .providers.chain import PROVIDERS, resolve_chain
-from .providers.profiles import Cooldowns, ProfileEntry, build_profiles
+from .providers.plugin import PluginProvider
+from .providers.profiles import AuthProfile, Cooldowns, ProfileEntry, build_profiles
 from .providers.select import NO_MODEL_MESSAGE
 
 __all__ = ["FailoverSettings", "choose_router"]
@@ -41,10 +43,15 @@ class FailoverSettings(Settings):
 
 
 def choose_router(
-    settings: ModelSettings, failover: FailoverSettings
+    settings: ModelSettings,
+    failover: FailoverSettings,
+    plugins: Mapping[str, PluginProvider] | None = None,
 ) -> tuple[ModelRouter | None, str]:
     """The configured model chain behind one router, or None and the reply that explains how
-    to configure a model (the configuration error first, when there is one)."""
+    to configure a model (the configuration error first, when there is one). ``plugins``: the
+    model providers of the loaded plugins (each with one credential-less profile, ``plugin``);
+    a reference to a provider no loaded plugin registered is an unknown provider."""
+    plugins = plugins or {}
     try:
         profiles = build_profiles(
             {
@@ -60,12 +67,15 @@ def choose_router(
             failover.auth_profiles,
             PROVIDERS,
         )
+        for name in plugins:
+            profiles[name] = [AuthProfile(name, "plugin", "", None)]
         chain = resolve_chain(
             settings.model,
             failover.model_tiers,
             failover.agent_models,
             failover.model_fallbacks,
             profiles,
+            plugins,
         )
     except ValueError as exc:
         log.error("invalid model configuration: %s", exc)
@@ -88,6 +98,6 @@ def choose_router(
             "profiles": {p: [x.name for x in ps] for p, ps in profiles.items()},
         },
     )
-    router = ModelRouter(chain, profiles, tuning, Cooldowns())
+    router = ModelRouter(chain, profiles, tuning, Cooldowns(), plugins=plugins)
     router.warm()  # the SDK clients (and imports) now, off the event loop
     return router, NO_MODEL_MESSAGE

@@ -1,5 +1,6 @@
 """What a plugin of the agent imports: the manifest, the API its ``setup`` gets, the types of
-its tools and hooks (see :mod:`switchboard.plugins`, :mod:`.plugin_host`, :mod:`.hooks`)."""
+its tools, hooks and model providers (see :mod:`switchboard.plugins`, :mod:`.plugin_host`,
+:mod:`.hooks`, :mod:`.providers.plugin`)."""
 
 from switchboard.plugins import Manifest
 
@@ -16,7 +17,14 @@ from .hooks import (
 )
 from .local_tools import LocalContext, tool_error
 from .plugin_host import AgentPluginApi
-from .providers.base import ModelRequest, ToolSpec
+from .providers.base import Model, ModelRequest, ModelResponse, TextDelta, ToolSpec, Usage
+from .providers.errors import (
+    ModelAuthError,
+    ModelContextOverflowError,
+    ModelError,
+    ModelRateLimitError,
+    ModelUnavailableError,
+)
 from .tools_client import CallRequest, CallResult
 
 __all__ = [
@@ -28,13 +36,22 @@ __all__ = [
     "LocalContext",
     "Manifest",
     "MessageEvent",
+    "Model",
+    "ModelAuthError",
     "ModelCall",
+    "ModelContextOverflowError",
+    "ModelError",
+    "ModelRateLimitError",
     "ModelRequest",
+    "ModelResponse",
+    "ModelUnavailableError",
     "Rewrite",
     "RunInfo",
     "SessionEvent",
+    "TextDelta",
     "ToolCallEvent",
     "ToolOutcome",
     "ToolSpec",
+    "Usage",
     "tool_error",
 ]

@@ -3,14 +3,19 @@ gets (:class:`AgentPluginApi`) and what the agent takes from it.
 
 Wired: **tools** (agent-local tools, :class:`~.local_tools.LocalTool`: offered to the model
 next to the others, judged by the tool policy, hooks and approval rules like any call, run in
-the agent with a deadline of ``SB_TOOL_TIMEOUT_S``) and **hooks** (:mod:`.hooks`). Declared but
-not wired yet: **channels** and **providers** are accepted by the API and reported in
+the agent with a deadline of ``SB_TOOL_TIMEOUT_S``), **hooks** (:mod:`.hooks`) and model
+**providers** (``register_provider(name, factory)``: ``name:<model>`` is a model reference
+like ``openai:<model>``, its calls go through the failover; see :mod:`.providers.plugin`).
+Declared but not wired yet in the agent: **channels** are accepted by the API and reported in
 ``/readyz`` (``registered, not wired yet``), nothing uses them.
 
 A plugin is all or nothing: its registrations take effect only if its ``setup`` returns (within
 :data:`SETUP_TIMEOUT_S`) and they are all acceptable (a tool name another tool has, a hook
 for an unknown event, a kind its manifest does not provide). Otherwise the plugin is skipped,
 logged and reported as failed, and the agent starts without it.
+
+A provider name is the plugin's for the whole agent: two plugins registering the same one,
+or one named like a built-in provider (``anthropic``, ``openai``) or ``tier``, is a failure.
 
 A plugin tool with the name of an executor's tool replaces it for the agent (local tools win a
 name, see :mod:`.local_tools`): plugins are trusted like the agent's own code."""
@@ -20,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +45,7 @@ from switchboard.plugins import (
 from .hooks import Hook, HookName, Hooks
 from .local_tools import LocalContext, LocalTool, tool_error
 from .providers.base import ToolSpec
+from .providers.plugin import BUILTIN, NAME, PluginProvider, ProviderFactory
 from .tools_client import CallRequest, CallResult
 
 log = logging.getLogger(__name__)
@@ -60,7 +66,7 @@ class AgentPluginApi:
         self.tools: list[LocalTool] = []
         self.hooks: list[tuple[HookName, Hook]] = []
         self.channels: dict[str, Any] = {}
-        self.providers: dict[str, Any] = {}
+        self.providers: dict[str, PluginProvider] = {}
 
     def register_tool(self, tool: LocalTool) -> None:
         """An agent-local tool: ``spec`` (name, description, JSON Schema of the arguments) and
@@ -91,10 +97,24 @@ class AgentPluginApi:
         self._needs("channels")
         self.channels[name] = adapter
 
-    def register_provider(self, name: str, factory: Any) -> None:
-        """Recorded and reported; model providers from plugins are not wired yet."""
+    def register_provider(self, name: str, factory: ProviderFactory) -> None:
+        """A model provider: ``name:<model>`` becomes a model reference (``SB_MODEL``,
+        ``SB_MODEL_FALLBACKS``, ``SB_MODEL_TIERS``, ``SB_AGENT_MODELS``, ``/model``).
+        ``factory(model, config) -> Model`` gets the part after ``name:`` and this plugin's
+        configuration and returns a :class:`~.providers.base.Model` (``provider``, ``model``,
+        ``stream(request)``: :class:`~.providers.base.TextDelta` items, then one
+        :class:`~.providers.base.ModelResponse`); see :mod:`.providers.plugin`. ``name``: 1-32
+        of a-z 0-9 _ - (starting with a letter or digit), not ``anthropic``, ``openai`` or
+        ``tier``."""
         self._needs("providers")
-        self.providers[name] = factory
+        if not NAME.fullmatch(name) or name in BUILTIN:
+            raise PluginError(
+                f"the provider name {name!r} is not allowed (1-32 of a-z 0-9 _ -, not "
+                f"{', '.join(BUILTIN)})"
+            )
+        if not callable(factory):
+            raise PluginError(f"the provider {name}'s factory is not callable")
+        self.providers[name] = PluginProvider(self.name, name, factory, self.config)
 
     def _needs(self, kind: str) -> None:
         if kind not in self._provides:
@@ -105,6 +125,12 @@ class AgentPluginApi:
 class Plugins:
     tools: list[LocalTool] = field(default_factory=list)
     reports: list[PluginReport] = field(default_factory=list)
+    providers: dict[str, PluginProvider] = field(default_factory=dict)
+
+    def note(self, problems: Mapping[str, str]) -> None:
+        """Add ``problems`` (plugin -> what went wrong after it loaded) to the reports."""
+        for name, detail in problems.items():
+            _note(self, name, detail)
 
     def details(self) -> dict[str, Any]:
         """Each enabled plugin's state, for ``/readyz``."""
@@ -133,6 +159,9 @@ async def load_plugins(
             clash = next((t.spec.name for t in api.tools if t.spec.name in taken), None)
             if clash is not None:
                 raise PluginError(f"its tool {clash!r} has the name of another tool")
+            shared = next((p for p in api.providers if p in out.providers), None)
+            if shared is not None:
+                raise PluginError(f"its provider {shared!r} is another plugin's")
         except PluginError as exc:
             _failed(out, name, str(exc))
             continue
@@ -148,7 +177,8 @@ async def load_plugins(
         for tool in api.tools:
             taken.add(tool.spec.name)
             out.tools.append(_PluginTool(name, tool, tool_timeout_s))
-        unwired = sorted({*api.channels, *api.providers})
+        out.providers.update(api.providers)
+        unwired = sorted(api.channels)
         if unwired:
             _note(out, name, f"registered, not wired yet: {', '.join(unwired)}")
         log.info(
@@ -159,6 +189,7 @@ async def load_plugins(
                 "version": plugin.manifest.version,
                 "tools": [t.spec.name for t in api.tools],
                 "hooks": [str(e) for e, _ in api.hooks],
+                "providers": sorted(api.providers),
             },
         )
     return out

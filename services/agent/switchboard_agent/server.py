@@ -29,6 +29,7 @@ from .config import AgentSettings
 from .cron_tool import CronTool
 from .failover_config import choose_router
 from .hooks import Hooks
+from .image_tool import SPEC as IMAGE_SPEC
 from .image_tool import ImageTool
 from .lanes import LaneManager, LaneReader
 from .lease import Leases
@@ -96,8 +97,13 @@ def _media(settings: AgentSettings, rt: ServiceRuntime) -> AgentMedia | None:
 
 async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("agent"), settings, stop) as rt:
-        # The provider's SDK loads (a third of a second) while the database connects.
-        choosing = asyncio.create_task(asyncio.to_thread(choose_router, settings, settings))
+        # The provider's SDK loads (a third of a second) while the database connects; with
+        # plugins enabled, once they are loaded (one may provide a model).
+        choosing = (
+            None
+            if settings.plugins
+            else asyncio.create_task(asyncio.to_thread(choose_router, settings, settings))
+        )
         pool = await rt.database(SCHEMA, MIGRATIONS)
         store = SessionStore(pool)
         rules = settings.tool_rules()
@@ -107,7 +113,6 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         outbound = OutboundPublisher(rt.js, rt.subjects)
         memory = _memory(settings, rt)
         media = _media(settings, rt)
-        model, no_model_reply = await choosing
         # Skills: a skill's env requirements are checked against this process's environment.
         catalog = SkillCatalog(settings.skills_dirs, os.environ)
         skills = AgentSkills(catalog, settings.workspace_root(), settings.skill_max_chars)
@@ -116,17 +121,25 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             MessageTool(outbound, settings.message_targets, media.client if media else None),
             *(memory.tools() if memory else []),
             *_cron(settings, rt, outbound),
-            *([ImageTool(media, model)] if media else []),
             SkillReadTool(skills),
             *session_tools(subagents, store),
         ]
         hooks = Hooks(settings.hook_timeout_s)
-        reserved = [t.spec.name for t in own]
+        reserved = [t.spec.name for t in own] + ([IMAGE_SPEC.name] if media else [])
         plugins = await load_plugins(settings, hooks, reserved, settings.tool_timeout_s)
+        if choosing is None:
+            choosing = asyncio.create_task(
+                asyncio.to_thread(choose_router, settings, settings, plugins.providers)
+            )
+        model, no_model_reply = await choosing
+        if model is not None:
+            plugins.note(model.unbuilt)  # a plugin's model whose factory failed
         rt.readiness.details["plugins"] = plugins.details()
+        if media:
+            own.append(ImageTool(media, model))
         local = LocalTools([*own, *plugins.tools])
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
-        models = SessionModels(settings, model, settings.model_choices)
+        models = SessionModels(settings, model, settings.model_choices, plugins.providers)
         accounting = Accounting(UsageStore(pool), settings.budget, settings.prices)
         prompts = PromptBuilder(
             WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from switchboard.settings import ModelSettings
 
 from .providers.base import Model
+from .providers.errors import ModelUnavailableError
+from .providers.plugin import PluginProvider
 from .providers.select import ModelConfig, build_model, resolve_model_config
 
 log = logging.getLogger(__name__)
@@ -22,9 +25,14 @@ class ModelChoiceError(ValueError):
 
 class SessionModels:
     def __init__(
-        self, settings: ModelSettings, default: Model | None, choices: list[str] | None = None
+        self,
+        settings: ModelSettings,
+        default: Model | None,
+        choices: list[str] | None = None,
+        plugins: Mapping[str, PluginProvider] | None = None,
     ) -> None:
         self.settings = settings
+        self.plugins = dict(plugins or {})  # the model providers of the loaded plugins
         self.default = default
         self.allowed = [c.strip() for c in choices or [] if c.strip()]
         self._built: dict[str, Model] = {}
@@ -47,16 +55,21 @@ class SessionModels:
         if self.default is None:
             raise ModelChoiceError("No model is configured, so there is none to switch to.")
         s = self.settings
-        try:
-            config = resolve_model_config(
-                ref,
-                s.anthropic_api_key.get_secret_value() or None,
-                s.anthropic_base_url or None,
-                s.openai_api_key.get_secret_value() or None,
-                s.openai_base_url or None,
-            )
-        except ValueError as exc:
-            raise ModelChoiceError(str(exc)) from None
+        provider, sep, model = ref.strip().partition(":")
+        plugin = self.plugins.get(provider.strip().lower())
+        if plugin is not None and sep and model.strip():
+            config: ModelConfig | None = ModelConfig(plugin.name, model.strip(), "", None)
+        else:
+            try:
+                config = resolve_model_config(
+                    ref,
+                    s.anthropic_api_key.get_secret_value() or None,
+                    s.anthropic_base_url or None,
+                    s.openai_api_key.get_secret_value() or None,
+                    s.openai_base_url or None,
+                )
+            except ValueError as exc:
+                raise ModelChoiceError(str(exc)) from None
         if config is None:
             raise ModelChoiceError("Give a model as provider:model, e.g. openai:gpt-4o-mini.")
         if self.allowed and config.ref not in self.choices():
@@ -80,6 +93,14 @@ class SessionModels:
             log.warning("a session's model is no longer usable, using the default: %s", exc)
             return self.default
         # Building loads the provider's SDK the first time (up to a second): off the loop.
-        model = await asyncio.to_thread(build_model, config)
+        plugin = self.plugins.get(config.provider)
+        try:
+            if plugin is not None:
+                model = await asyncio.to_thread(plugin.build, config.model)
+            else:
+                model = await asyncio.to_thread(build_model, config)
+        except ModelUnavailableError as exc:  # the plugin's factory failed (logged)
+            log.warning("a session's model cannot be built, using the default: %s", exc)
+            return self.default
         self._built[ref] = model
         return model

@@ -8,7 +8,7 @@ provider default (Anthropic's key wins over OpenAI's, as before).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .profiles import KEYLESS_API_KEY, AuthProfile
@@ -31,8 +31,9 @@ class ModelChain:
         return self.per_agent.get(agent, self.default)
 
 
-def parse_ref(ref: str, what: str) -> tuple[str, str]:
-    """``provider:model`` -> (provider, model); ValueError naming ``what`` otherwise."""
+def parse_ref(ref: str, what: str, plugins: Collection[str] = ()) -> tuple[str, str]:
+    """``provider:model`` -> (provider, model); ValueError naming ``what`` otherwise.
+    ``plugins``: the providers the enabled plugins registered."""
     provider, sep, model = ref.strip().partition(":")
     provider, model = provider.strip().lower(), model.strip()
     if not sep or not provider or not model:
@@ -40,11 +41,12 @@ def parse_ref(ref: str, what: str) -> tuple[str, str]:
             f"{what}: invalid model reference {ref!r}: expected 'provider:model' (e.g. "
             f"'openai:gpt-4o-mini') or a tier ({', '.join(TIERS)}) set in SB_MODEL_TIERS"
         )
-    if provider not in PROVIDERS:
+    if provider not in PROVIDERS and provider not in plugins:
         raise ValueError(
             f"{what}: unknown model provider {provider!r} in {ref!r}: use one of "
-            f"{', '.join(PROVIDERS)} (OpenRouter, Ollama, vLLM, Groq... are 'openai' with "
-            "OPENAI_BASE_URL)"
+            f"{', '.join([*PROVIDERS, *sorted(plugins)])} (OpenRouter, Ollama, vLLM, Groq... "
+            "are 'openai' with OPENAI_BASE_URL; a plugin's provider needs its plugin in "
+            "SB_PLUGINS, loaded)"
         )
     return provider, model
 
@@ -54,6 +56,7 @@ def _resolve(
     what: str,
     tiers: Mapping[str, str],
     profiles: Mapping[str, Sequence[AuthProfile]],
+    plugins: Collection[str],
 ) -> str:
     text = ref.strip()
     name = text.removeprefix("tier:").strip()
@@ -65,7 +68,7 @@ def _resolve(
             )
         text = tiers[name]
         what = f"SB_MODEL_TIERS.{name}"
-    provider, model = parse_ref(text, what)
+    provider, model = parse_ref(text, what, plugins)
     if not profiles.get(provider):
         needs = (
             "ANTHROPIC_API_KEY"
@@ -92,16 +95,18 @@ def resolve_chain(
     agent_models: Mapping[str, str],
     fallbacks: Sequence[str],
     profiles: Mapping[str, Sequence[AuthProfile]],
+    plugins: Collection[str] = (),
 ) -> ModelChain | None:
     """The chains of every agent; None when no model is configured. ValueError (with the
-    setting to fix) for a bad reference or a model whose provider has no credentials."""
+    setting to fix) for a bad reference or a model whose provider has no credentials.
+    ``plugins``: the providers of the loaded plugins (each needs one profile in ``profiles``)."""
     unknown = sorted(set(tiers) - set(TIERS))
     if unknown:
         raise ValueError(
             f"SB_MODEL_TIERS: unknown tier(s) {', '.join(unknown)}; use {', '.join(TIERS)}"
         )
     primary = (
-        _resolve(model, "SB_MODEL", tiers, profiles)
+        _resolve(model, "SB_MODEL", tiers, profiles, plugins)
         if model.strip()
         else _default_primary(profiles)
     )
@@ -109,13 +114,13 @@ def resolve_chain(
         if agent_models:
             raise ValueError("SB_AGENT_MODELS needs SB_MODEL (or a provider key) for other agents")
         return None
-    tail = [_resolve(f, "SB_MODEL_FALLBACKS", tiers, profiles) for f in fallbacks]
+    tail = [_resolve(f, "SB_MODEL_FALLBACKS", tiers, profiles, plugins) for f in fallbacks]
 
     def chain(first: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys([first, *tail]))
 
     per_agent = {
-        agent: chain(_resolve(ref, f"SB_AGENT_MODELS.{agent}", tiers, profiles))
+        agent: chain(_resolve(ref, f"SB_AGENT_MODELS.{agent}", tiers, profiles, plugins))
         for agent, ref in agent_models.items()
     }
     return ModelChain(chain(primary), per_agent)
