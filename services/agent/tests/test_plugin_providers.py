@@ -11,6 +11,7 @@ from importlib.metadata import EntryPoint
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from switchboard.plugins import Manifest, PluginSettings
 from switchboard.settings import ModelSettings
@@ -102,7 +103,9 @@ async def test_a_failing_plugin_model_fails_over(failing: str) -> None:
 
 
 async def test_a_session_may_pick_a_plugin_model() -> None:
-    models = SessionModels(ModelSettings(openai_api_key="sk"), router("echo:a", []), None, PLUGINS)
+    models = SessionModels(
+        ModelSettings(openai_api_key=SecretStr("sk")), router("echo:a", []), None, PLUGINS
+    )
     assert models.check("echo:parrot") == "echo:parrot"
     assert await answer(await models.get("echo:parrot")) == "parrot says hi"
     assert await models.get("echo:unbuildable") is models.default  # logged, the default answers
