@@ -3,14 +3,19 @@ OpenAI-compatible API. The plugins are a real package (``tests/plugins/sb_test_p
 built and installed with pip into a temporary directory on the services' ``PYTHONPATH``, so
 ``importlib.metadata`` finds its entry points as it would in a venv; nothing is installed into
 the venv itself). Enabled: ``sbtest`` (a tool and hooks), ``sbflaky`` (hooks that raise or
-hang), ``sbstrict`` (given an invalid configuration), ``sbbroken`` (raises on import) and
-``sbmissing`` (not installed).
+hang), ``sbstrict`` (given an invalid configuration), ``sbbroken`` (raises on import),
+``sbmissing`` (not installed), ``sbecho`` (the model provider ``echo``; the agent ``echoer``
+uses ``echo:parrot``, the agent ``flaky`` ``echo:fail``, which raises) and ``sbbadprov`` (the
+provider ``badprov``, whose factory raises; the agent ``badprov`` uses ``badprov:x``). The
+fake OpenAI model is every chain's fallback.
 
 Checked: the agent starts and reports each plugin in its ``/readyz`` details; the plugin's tool
 is offered and runs; ``before_model_call`` changes the request; the observing hooks see the
 messages, the tool call and the session's lane; the failing hooks are counted and the runs go
 on; ``before_tool_call`` blocks ``exec`` (the model reads why, the command never runs) and
-rewrites ``get_time``'s time zone (the real executor answers for the new one).
+rewrites ``get_time``'s time zone (the real executor answers for the new one); a plugin's model
+answers its agent, and a failing one (or one its factory cannot build, reported in ``/readyz``)
+falls back to the built-in model.
 
 One system for the module: each test reads the journal lines, hook error counts and OUTBOUND
 parts that came during it (and only its own session's start and end), the fake model's calls
@@ -85,7 +90,9 @@ def system(
     journal = tmp_path / "journal.jsonl"
     env = {
         "PYTHONPATH": str(plugin_path),
-        "SB_PLUGINS": json.dumps(["sbtest", "sbflaky", "sbstrict", "sbbroken", "sbmissing"]),
+        "SB_PLUGINS": json.dumps(
+            ["sbtest", "sbflaky", "sbstrict", "sbbroken", "sbmissing", "sbecho", "sbbadprov"]
+        ),
         "SB_PLUGINS_CONFIG": json.dumps(
             {
                 "sbtest": {
@@ -94,8 +101,13 @@ def system(
                     "rewrite_to": "Asia/Tokyo",
                 },
                 "sbstrict": {"level": "high"},
+                "sbecho": {"prefix": "parrot-echo"},
             }
         ),
+        "SB_AGENT_MODELS": json.dumps(
+            {"echoer": "echo:parrot", "flaky": "echo:fail", "badprov": "badprov:x"}
+        ),
+        "SB_MODEL_FALLBACKS": json.dumps(["openai:gpt-4o-mini"]),
         "SB_HOOK_TIMEOUT_S": "1",
     }
     home = tmp_path / "home"
@@ -146,7 +158,8 @@ def events(procs: ServiceProcesses, name: str) -> list[dict[str, Any]]:
 
 def ask(procs: ServiceProcesses, key: str, text: str) -> str:
     with helpers.client(procs.url, procs.token) as c:
-        r = c.post(f"/api/sessions/{key}/messages", json={"text": text})
+        agent = key.partition(":")[0]
+        r = c.post(f"/api/sessions/{key}/messages", json={"text": text, "agent": agent})
         assert r.status_code in (200, 202), r.text
         return str(wait_for(lambda: final_text(c, key), timeout=60, what=f"the reply to {text}"))
 
@@ -235,3 +248,28 @@ def test_before_tool_call_blocks_one_call_and_rewrites_another(
     assert rewritten.startswith("done: ") and rewritten.endswith(", Asia/Tokyo)")
     outcome = events(services, "after_tool_call")[-1]
     assert outcome["name"] == "get_time" and outcome["is_error"] is False
+
+
+def test_plugin_models_answer_and_fail_over_to_the_built_in_one(
+    services: ServiceProcesses,
+) -> None:
+    plugins = agent_ops(services, "/readyz").json()["details"]["plugins"]
+    assert plugins["sbecho"] == {"state": "loaded", "version": "0.2.0", "provides": ["providers"]}
+    assert plugins["sbbadprov"] == {
+        "state": "loaded",
+        "version": "0.1.0",
+        "provides": ["providers"],
+        "detail": "The model badprov:x (plugin sbbadprov) could not be set up (RuntimeError).",
+    }
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    assert ask(services, "echoer:api:p1", "hi there") == "parrot-echo(parrot): hi there"
+    assert llm.calls == []  # the plugin's model answered, not the fake OpenAI one
+
+    assert ask(services, "flaky:api:p1", "hello?") == "hello"  # echo:fail raised: fallback
+    assert ask(services, "badprov:api:p1", "anyone?") == "hello"  # never built: fallback
+    asked = [c.request.last_user_text for c in llm.calls]
+    assert asked == ["hello?", "anyone?"]
+    failovers = agent_ops(services, "/metrics").text
+    for source in ("echo:fail", "badprov:x"):
+        labels = {"from": source, "to": "openai:gpt-4o-mini", "reason": "unavailable"}
+        assert metric(failovers, "sb_agent_failovers_total", **labels) == 1
