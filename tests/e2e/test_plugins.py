@@ -6,8 +6,9 @@ the venv itself). Enabled: ``sbtest`` (a tool and hooks), ``sbflaky`` (hooks tha
 hang), ``sbstrict`` (given an invalid configuration), ``sbbroken`` (raises on import),
 ``sbmissing`` (not installed), ``sbecho`` (the model provider ``echo``; the agent ``echoer``
 uses ``echo:parrot``, the agent ``flaky`` ``echo:fail``, which raises) and ``sbbadprov`` (the
-provider ``badprov``, whose factory raises; the agent ``badprov`` uses ``badprov:x``). The
-fake OpenAI model is every chain's fallback.
+provider ``badprov``, whose factory raises; the agent ``badprov`` uses ``badprov:x``) and
+``sbchan`` (the gateway's chat channel ``filechat``, whose replies go to a file). The fake
+OpenAI model is every chain's fallback.
 
 Checked: the agent starts and reports each plugin in its ``/readyz`` details; the plugin's tool
 is offered and runs; ``before_model_call`` changes the request; the observing hooks see the
@@ -15,7 +16,8 @@ messages, the tool call and the session's lane; the failing hooks are counted an
 on; ``before_tool_call`` blocks ``exec`` (the model reads why, the command never runs) and
 rewrites ``get_time``'s time zone (the real executor answers for the new one); a plugin's model
 answers its agent, and a failing one (or one its factory cannot build, reported in ``/readyz``)
-falls back to the built-in model.
+falls back to the built-in model; the plugin's channel takes a webhook (its secret checked)
+and the reply comes back through its ``send``.
 
 One system for the module: each test reads the journal lines, hook error counts and OUTBOUND
 parts that came during it (and only its own session's start and end), the fake model's calls
@@ -91,7 +93,10 @@ def system(
     env = {
         "PYTHONPATH": str(plugin_path),
         "SB_PLUGINS": json.dumps(
-            ["sbtest", "sbflaky", "sbstrict", "sbbroken", "sbmissing", "sbecho", "sbbadprov"]
+            [
+                *("sbtest", "sbflaky", "sbstrict", "sbbroken", "sbmissing"),
+                *("sbecho", "sbbadprov", "sbchan"),
+            ]
         ),
         "SB_PLUGINS_CONFIG": json.dumps(
             {
@@ -102,6 +107,7 @@ def system(
                 },
                 "sbstrict": {"level": "high"},
                 "sbecho": {"prefix": "parrot-echo"},
+                "sbchan": {"secret": "filechat-secret", "outbox": str(tmp_path / "outbox")},
             }
         ),
         "SB_AGENT_MODELS": json.dumps(
@@ -113,6 +119,7 @@ def system(
     home = tmp_path / "home"
     with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         procs.journal = journal  # type: ignore[attr-defined]
+        procs.outbox = tmp_path / "outbox"  # type: ignore[attr-defined]
         yield procs
 
 
@@ -273,3 +280,33 @@ def test_plugin_models_answer_and_fail_over_to_the_built_in_one(
     for source in ("echo:fail", "badprov:x"):
         labels = {"from": source, "to": "openai:gpt-4o-mini", "reason": "unavailable"}
         assert metric(failovers, "sb_agent_failovers_total", **labels) == 1
+
+
+def test_a_plugin_channel_takes_webhooks_and_sends_replies(services: ServiceProcesses) -> None:
+    gateway = httpx.get(f"http://127.0.0.1:{services.ops_ports['gateway']}/readyz", timeout=5)
+    plugins = gateway.json()["details"]["plugins"]
+    assert plugins["sbchan"] == {"state": "loaded", "version": "0.1.0", "provides": ["channels"]}
+    assert "sbtest" not in plugins and "sbecho" not in plugins  # the agent's, not the gateway's
+    assert plugins["sbbroken"]["state"] == "failed"
+    assert "sbchan" not in agent_ops(services, "/readyz").json()["details"]["plugins"]
+
+    url = f"{services.url}/channels/filechat/main"
+    call = {"id": "fc-1", "from": "alice", "text": "hi filechat"}
+    refused = httpx.post(url, json=call, headers={"x-filechat-secret": "nope"}, timeout=10)
+    assert refused.status_code == 401
+    garbled = httpx.post(
+        url, content=b"{", headers={"x-filechat-secret": "filechat-secret"}, timeout=10
+    )
+    assert garbled.status_code == 400  # the plugin's ValueError, refused without detail
+    assert "Expecting" not in garbled.text
+    taken = httpx.post(url, json=call, headers={"x-filechat-secret": "filechat-secret"}, timeout=10)
+    assert taken.status_code == 200, taken.text
+    outbox: Path = services.outbox  # type: ignore[attr-defined]
+    [sent] = wait_for(
+        lambda: [json.loads(x) for x in outbox.read_text().splitlines()] if outbox.exists() else [],
+        timeout=60,
+        what="the filechat reply",
+    )
+    assert sent == {"account": "main", "to": "alice", "text": "hello"}
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    assert [c.request.last_user_text for c in llm.calls] == ["hi filechat"]

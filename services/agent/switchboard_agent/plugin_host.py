@@ -6,8 +6,9 @@ next to the others, judged by the tool policy, hooks and approval rules like any
 the agent with a deadline of ``SB_TOOL_TIMEOUT_S``), **hooks** (:mod:`.hooks`) and model
 **providers** (``register_provider(name, factory)``: ``name:<model>`` is a model reference
 like ``openai:<model>``, its calls go through the failover; see :mod:`.providers.plugin`).
-Declared but not wired yet in the agent: **channels** are accepted by the API and reported in
-``/readyz`` (``registered, not wired yet``), nothing uses them.
+**Channels** are the gateway's (``switchboard_gateway.plugin_host``): a plugin that provides
+only channels is not set up here (nor in this ``/readyz``); ``register_channel`` is accepted and
+ignored, so one plugin may provide both.
 
 A plugin is all or nothing: its registrations take effect only if its ``setup`` returns (within
 :data:`SETUP_TIMEOUT_S`) and they are all acceptable (a tool name another tool has, a hook
@@ -51,6 +52,7 @@ from .tools_client import CallRequest, CallResult
 log = logging.getLogger(__name__)
 
 SETUP_TIMEOUT_S = 30.0
+AGENT_KINDS = ("tools", "hooks", "providers")
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what both providers accept
 
 
@@ -93,7 +95,7 @@ class AgentPluginApi:
         self.hooks.append((HookName(event), hook))
 
     def register_channel(self, name: str, adapter: Any) -> None:
-        """Recorded and reported; channels from plugins are not wired yet."""
+        """The gateway's (it serves the channel): recorded, unused in the agent."""
         self._needs("channels")
         self.channels[name] = adapter
 
@@ -148,9 +150,11 @@ async def load_plugins(
     return their tools (wrapped with a deadline) and a report on each. ``reserved``: the
     names of the agent's own local tools, which a plugin's tool may not take."""
     loaded, reports = discover(settings, found)
-    out = Plugins(reports=reports)
+    mine = {p.manifest.name for p in loaded if p.manifest.provides & set(AGENT_KINDS)}
+    # Plugins of the gateway only are not this service's to report; failures are everyone's.
+    out = Plugins(reports=[r for r in reports if r.state != "loaded" or r.name in mine])
     taken = set(reserved)
-    for plugin in loaded:
+    for plugin in (p for p in loaded if p.manifest.name in mine):
         name = plugin.manifest.name
         api = AgentPluginApi(plugin)
         try:
@@ -178,9 +182,6 @@ async def load_plugins(
             taken.add(tool.spec.name)
             out.tools.append(_PluginTool(name, tool, tool_timeout_s))
         out.providers.update(api.providers)
-        unwired = sorted(api.channels)
-        if unwired:
-            _note(out, name, f"registered, not wired yet: {', '.join(unwired)}")
         log.info(
             "plugin %s loaded",
             name,

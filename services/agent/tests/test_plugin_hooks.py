@@ -145,9 +145,4 @@ async def test_plugins_are_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> No
         "provides": ["hooks"],
         "detail": "setup failed (KeyError)",
     }
-    assert details["chan"] == {
-        "state": "loaded",
-        "version": "1",
-        "provides": ["channels"],
-        "detail": "registered, not wired yet: matrix",
-    }
+    assert "chan" not in details  # the gateway's

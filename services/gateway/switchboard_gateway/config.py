@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from switchboard import tokens
+from switchboard.plugins import PluginSettings
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
@@ -18,7 +19,7 @@ from .hooks_config import check_hooks_token, parse_mappings
 MESSAGES_CEILING = 10_000
 
 
-class GatewaySettings(CommonSettings, RpcSettings):
+class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # A refused value (a weak token...) is never echoed in the error's text.
     model_config = SettingsConfigDict(hide_input_in_errors=True)
 

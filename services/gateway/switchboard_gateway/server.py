@@ -18,6 +18,7 @@ from .channels import configured_adapters
 from .channels.typing import Typing
 from .config import GatewaySettings
 from .delivery import Delivery
+from .plugin_host import load_channel_plugins, start_channel
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,14 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
             typing.follow(adapter)
             await adapter.start(rt)
             rt.stack.push_async_callback(adapter.close)
+        # Chat channels of plugins (SB_PLUGINS): a failing one is skipped and reported.
+        plugins, owner = await load_channel_plugins(settings, channels)
+        for name, plugged in plugins.channels.items():
+            typing.follow(plugged.adapter)
+            if await start_channel(plugins, owner, plugged, rt):
+                rt.stack.push_async_callback(plugged.close)
+                channels[name] = plugged
+        rt.readiness.details["plugins"] = plugins.details()
         app = create_app(settings, rt, channels, typing)
         delivery = Delivery(
             channels,
