@@ -153,7 +153,9 @@ def load(ep: EntryPoint) -> Plugin:
         plugin = target if hasattr(target, "manifest") or not callable(target) else target()
     except (Exception, SystemExit) as exc:  # a plugin's import must not stop the service
         log.error("plugin %s failed to import", ep.name, exc_info=exc)
-        raise PluginError(f"failed to import ({type(exc).__name__})") from None
+        # A module missing here (another service's package, in a per-service image) is named.
+        missing = f": {exc.name}" if isinstance(exc, ModuleNotFoundError) and exc.name else ""
+        raise PluginError(f"failed to import ({type(exc).__name__}{missing})") from None
     manifest = getattr(plugin, "manifest", None)
     if not isinstance(manifest, Manifest) or not callable(getattr(plugin, "setup", None)):
         raise PluginError("not a Switchboard plugin (it needs a Manifest and a setup function)")

@@ -1,7 +1,8 @@
 """Channel plugins in the gateway without services: a channel name that is built-in,
 authenticated, configured or another plugin's fails its plugin; plugins of the agent only are
 neither set up nor reported; a channel whose ``start`` raises is reported failed; a ``verify``
-or ``parse`` that raises refuses the call without its text."""
+or ``parse`` that raises refuses the call without its text; a plugin importing a package this
+service's image lacks is reported naming it."""
 
 from __future__ import annotations
 
@@ -67,10 +68,18 @@ async def test_channel_plugins_are_checked(monkeypatch: pytest.MonkeyPatch) -> N
         "starts_badly": Fake("starts_badly", {"channels"}, "flaky", fails=True),
         "agents": Fake("agents", {"tools"}),
     }
-    monkeypatch.setattr(EntryPoint, "load", lambda self: plugins[self.name])
-    points = [EntryPoint(n, f"x:{n}", "switchboard.plugins") for n in plugins]
+
+    def load(point: EntryPoint) -> Any:
+        if point.name == "elsewhere":
+            raise ModuleNotFoundError(
+                "No module named 'switchboard_agent'", name="switchboard_agent"
+            )
+        return plugins[point.name]
+
+    monkeypatch.setattr(EntryPoint, "load", load)
+    points = [EntryPoint(n, f"x:{n}", "switchboard.plugins") for n in [*plugins, "elsewhere"]]
     loaded, owner = await load_channel_plugins(
-        PluginSettings(plugins=[*plugins, "absent"]), {"slack"}, lambda: points
+        PluginSettings(plugins=[*plugins, "absent", "elsewhere"]), {"slack"}, lambda: points
     )
     assert sorted(loaded.channels) == ["chat", "flaky"]
     assert owner == {"chat": "good", "flaky": "starts_badly"}
@@ -79,6 +88,10 @@ async def test_channel_plugins_are_checked(monkeypatch: pytest.MonkeyPatch) -> N
     details = loaded.details()
     assert "agents" not in details  # the agent's plugin
     assert details["absent"]["state"] == "not_installed"
+    assert details["elsewhere"] == {
+        "state": "failed",
+        "detail": "failed to import (ModuleNotFoundError: switchboard_agent)",
+    }
     assert details["good"] == {"state": "loaded", "version": "1", "provides": ["channels", "tools"]}
     assert details["again"]["detail"] == "its channel 'chat' is another channel's"
     for name in ("builtin", "authed", "odd"):
