@@ -145,7 +145,8 @@ class ModelRouter:
             provider, _, name = ref.partition(":")
             plugin = self.plugins.get(provider)
             if plugin is not None:
-                model = plugin.build(name)  # ModelUnavailableError: this call fails over
+                # ModelUnavailableError: this call fails over.
+                model = plugin.build(name, self.tuning.timeout_s)
             else:
                 config = ModelConfig(provider, name, profile.api_key, profile.base_url)
                 model = build_model(

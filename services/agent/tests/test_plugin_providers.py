@@ -6,6 +6,7 @@ names that shadow a built-in, or that another plugin took, fail the plugin."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import EntryPoint
 from typing import Any
@@ -28,7 +29,8 @@ REQUEST = ModelRequest("sys", [{"role": "user", "content": "hi"}])
 
 
 class Said:
-    """Answers ``<model> says hi``; ``broken`` raises a KeyError, ``junk`` yields a string."""
+    """Answers ``<model> says hi``; ``broken`` raises a KeyError, ``junk`` yields a string,
+    ``silent`` never answers."""
 
     provider = "echo"
 
@@ -38,6 +40,8 @@ class Said:
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         if self.model == "broken":
             raise KeyError("boom")
+        if self.model == "silent":
+            await asyncio.Event().wait()
         if self.model == "junk":
             yield "junk"  # type: ignore[misc]
         text = f"{self.model} says hi"
@@ -60,7 +64,7 @@ PLUGINS = {
 def router(model: str, fallbacks: list[str]) -> ModelRouter:
     found, reply = choose_router(
         ModelSettings(model=model),
-        FailoverSettings(model_fallbacks=fallbacks, failover_max_wait_s=0),
+        FailoverSettings(model_fallbacks=fallbacks, failover_max_wait_s=0, model_timeout_s=0.2),
         PLUGINS,
     )
     assert found is not None, reply
@@ -82,7 +86,7 @@ async def test_a_plugin_provider_is_a_model_reference() -> None:
     assert "unknown model provider 'echo'" in reply and "SB_PLUGINS" in reply
 
 
-@pytest.mark.parametrize("failing", ["broken", "junk", "unbuildable"])
+@pytest.mark.parametrize("failing", ["broken", "junk", "unbuildable", "silent"])
 async def test_a_failing_plugin_model_fails_over(failing: str) -> None:
     chain = router(f"echo:{failing}", ["backup:b"])
     bound = chain.bind("main")

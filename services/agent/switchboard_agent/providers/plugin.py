@@ -13,10 +13,13 @@ model whose call raises anything but a :class:`~.errors.ModelError` (or yields w
 delta or a response) become a :class:`~.errors.ModelUnavailableError`, which the failover
 treats like a built-in provider's outage (the next model of the chain answers; the model rests
 ``SB_MODEL_COOLDOWN_S``). A plugin's model may raise the other ``ModelError`` kinds itself
-(rate limit with ``retry_after_s``, auth, context overflow) to get their handling."""
+(rate limit with ``retry_after_s``, auth, context overflow) to get their handling. A model
+that stays silent longer than ``SB_MODEL_TIMEOUT_S`` (for its first item or between two) is
+an outage too. The factory runs when the agent starts: it must return promptly."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -42,7 +45,7 @@ class PluginProvider:
     factory: ProviderFactory = field(repr=False)
     config: Mapping[str, Any] = field(repr=False)
 
-    def build(self, model: str) -> Model:
+    def build(self, model: str, timeout_s: float = 120.0) -> Model:
         """The plugin's model for ``name:model``; :class:`ModelUnavailableError` when the
         factory fails (the traceback goes to the log, the reason fits a reply)."""
         ref = f"{self.name}:{model}"
@@ -61,14 +64,17 @@ class PluginProvider:
                 f"The model {ref} (plugin {self.plugin}) could not be set up (not a model).",
                 provider=self.name,
             )
-        return PluginModel(self, model, built)
+        return PluginModel(self, model, built, timeout_s)
 
 
 class PluginModel:
     """A plugin's model behind the agent's rules: anything it raises or yields wrongly is a
     :class:`ModelUnavailableError` (its own :class:`ModelError` kinds pass through)."""
 
-    def __init__(self, provider: PluginProvider, model: str, inner: Model) -> None:
+    def __init__(
+        self, provider: PluginProvider, model: str, inner: Model, timeout_s: float = 120.0
+    ) -> None:
+        self.timeout_s = timeout_s
         self.plugin = provider.plugin
         self.provider = provider.name
         self.model = model
@@ -77,12 +83,24 @@ class PluginModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         ref = f"{self.provider}:{self.model}"
         try:
-            async for item in self.inner.stream(request):
+            items = aiter(self.inner.stream(request))
+            while True:
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        item = await anext(items)
+                except StopAsyncIteration:
+                    return
                 if not isinstance(item, TextDelta | ModelResponse):
                     raise TypeError(f"yielded a {type(item).__name__}")
                 yield item
         except ModelError:
             raise
+        except TimeoutError:
+            log.error("the model %s of plugin %s timed out", ref, self.plugin)
+            raise ModelUnavailableError(
+                f"The model {ref} did not answer within {self.timeout_s:g}s.",
+                provider=self.provider,
+            ) from None
         except Exception as exc:  # a plugin's failure must not stop the agent
             log.error("the model %s of plugin %s failed", ref, self.plugin, exc_info=exc)
             raise ModelUnavailableError(
