@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,6 +191,8 @@ def run_smoke(
         "start the stack (" + " -> ".join("+".join(level) for level in levels) + ")", figures
     ):
         stack.up(levels, say)
+    running = Counter(c.service for c in stack.containers() if c.state == "running")
+    say("    containers: " + ", ".join(f"{s} x{n}" for s, n in sorted(running.items())))
     gateway = service_url(stack, "gateway", ports["SB_GATEWAY_PORT"], 8080, "/healthz")
     prometheus = service_url(stack, "prometheus", ports["SB_PROMETHEUS_PORT"], 9090, "/-/ready")
     try:

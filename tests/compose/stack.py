@@ -105,7 +105,7 @@ class Stack:
     def of(self, service: str) -> list[Container]:
         return [c for c in self.containers() if c.service == service]
 
-    def up(self, levels: list[list[str]], say: Say, timeout: float = 600) -> None:
+    def up(self, levels: list[list[str]], say: Say, timeout: float = 300) -> None:
         """Start level after level; each waits until every container of the level before it
         passes its health check."""
         for level in levels:
@@ -126,9 +126,10 @@ class Stack:
                     del waiting[name]
             if not waiting:
                 return
-            states = {c.name: c.state for c in self.containers() if c.name in waiting}
             if time.monotonic() > deadline:
-                raise StackError(f"not healthy after {timeout:.0f} s: {states}")
+                states = {c.name: c.state for c in self.containers() if c.name in waiting}
+                tails = "\n".join(f"--- {name}:\n{tail(name)}" for name in waiting)
+                raise StackError(f"not healthy after {timeout:.0f} s: {states}\n{tails}")
             time.sleep(2)
 
     def logs(self, service: str) -> list[str]:
@@ -200,6 +201,17 @@ def podman(*args: str) -> str:
     if done.returncode != 0:
         raise StackError(f"podman {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
     return done.stdout
+
+
+def tail(container: str, lines: int = 15) -> str:
+    """The last lines a container wrote."""
+    done = subprocess.run(
+        ["podman", "logs", "--tail", str(lines), container],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return (done.stdout + done.stderr).strip()
 
 
 def health_check(container: str) -> bool:
