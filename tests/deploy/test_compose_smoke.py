@@ -14,14 +14,14 @@ import pytest
 
 from switchboard import registry
 from tests.compose import images
-from tests.compose.__main__ import COMPOSE_FILES, FAKE_LLM, MODEL_ENV, NOT_RUN
+from tests.compose.__main__ import ADDED, COMPOSE_FILES, FAKE_LLM, MODEL_ENV, NOT_RUN
 from tests.compose.stack import StackError, start_levels
 
 from .manifests import ROOT, Doc, compose_services, dockerfile_instructions, load_doc
 
 OVERRIDE = ROOT / "deploy" / "compose" / "smoke.yml"
 # What the override may set on a service of docker-compose.yml, and the values it may give.
-POINTED_AWAY = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "SB_QDRANT_URL": ""}
+POINTED_AWAY = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://phoenix:4317", "SB_QDRANT_URL": ""}
 
 
 def override() -> dict[str, Doc]:
@@ -42,8 +42,8 @@ def test_the_smoke_run_uses_docker_compose_yml_and_the_override() -> None:
 
 def test_the_override_only_swaps_images_for_local_builds() -> None:
     services = compose_services()
-    swapped = {name: s["image"] for name, s in override().items() if "image" in s}
-    swapped.pop(FAKE_LLM)
+    swapped = {n: s["image"] for n, s in override().items() if n not in ADDED and "image" in s}
+
     assert swapped == images.LOCAL, "the local builds stand in for exactly these images"
     for name in swapped:
         assert "build" not in services[name], f"{name}: a third-party image, not one of ours"
@@ -60,7 +60,7 @@ def test_the_override_changes_nothing_else_of_our_services() -> None:
 
 def test_the_only_added_service_is_the_fake_model_api() -> None:
     added = set(override()) - set(compose_services())
-    assert added == {FAKE_LLM}
+    assert added == ADDED
     llm = override()[FAKE_LLM]
     command = llm["command"]
     assert command[:3] == ["python", "-m", "tests.fakes.llm"]
@@ -72,6 +72,22 @@ def test_the_only_added_service_is_the_fake_model_api() -> None:
     agent = compose_services()["agent"]["environment"]
     assert all(agent[name] is None for name in MODEL_ENV), "compose passes them through"
     assert f"127.0.0.1:{port}/" in " ".join(llm["healthcheck"]["test"])
+
+
+def test_the_services_send_their_traces_to_the_added_trace_backend() -> None:
+    backend = override()[images.TRACE_BACKEND]
+    assert backend["image"] == images.TRACE_BACKEND_IMAGE
+    instructions = dockerfile_instructions(images.IMAGES / images.TRACE_BACKEND / "Dockerfile")
+    grpc_port = next(
+        int(part.split("=")[1])
+        for keyword, args in instructions
+        if keyword == "ENV"
+        for part in args.split()
+        if part.startswith("PHOENIX_GRPC_PORT=")
+    )
+    for service in registry.SERVICES:
+        endpoint = urlsplit(str(merged_environment(service.name)["OTEL_EXPORTER_OTLP_ENDPOINT"]))
+        assert (endpoint.hostname, endpoint.port) == (images.TRACE_BACKEND, grpc_port)
 
 
 def test_nothing_that_runs_points_at_what_does_not() -> None:
@@ -94,7 +110,8 @@ def test_local_images_are_built_on_a_base_given_as_build_argument(path: Path) ->
         (keyword, args) for keyword, args in instructions[:first_from]
     ]
     assert instructions[first_from] == ("FROM", "${BASE_IMAGE}")
-    assert {p.parent.name for p in images.IMAGES.glob("*/Dockerfile")} == {"python", *images.LOCAL}
+    expected = {"python", images.TRACE_BACKEND, *images.LOCAL}
+    assert {p.parent.name for p in images.IMAGES.glob("*/Dockerfile")} == expected
 
 
 @pytest.mark.parametrize("service", sorted(images.LOCAL))
