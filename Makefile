@@ -57,7 +57,7 @@ bench: install
 # Opt-in, not part of `make test` (root, minutes, a few GB of images): docker-compose.yml in
 # real containers under podman, one message through it, then torn down (README "Compose").
 compose-smoke: install
-	@{ command -v podman && command -v debootstrap; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	@{ command -v podman && command -v runc && command -v debootstrap; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
 	  && apt-get update -qq >/dev/null \
 	  && apt-get install -y -qq podman runc netavark aardvark-dns iptables debootstrap >/dev/null; } \
 	  || { echo "compose-smoke needs podman and debootstrap (apt-get install podman debootstrap)"; exit 1; }
