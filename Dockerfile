@@ -2,6 +2,8 @@
 # libs/switchboard/switchboard/registry.py). Build from the repository root:
 #   docker build --build-arg SERVICE=agent -t switchboard/agent:dev .
 # docker-compose.yml builds every service this way.
+# Where no image registry is reachable, BASE_IMAGE can be a local Python base instead
+# (deploy/compose/images/python, Debian's python3.11 in a virtualenv: `make compose-smoke`).
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 

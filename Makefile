@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto nats-auth bench clean
+.PHONY: install run test lint proto nats-auth bench clean compose-smoke
 
 install: $(STAMP)
 
@@ -53,6 +53,15 @@ nats-auth: install
 
 bench: install
 	$(BIN)/python -m tests.bench
+
+# Opt-in, not part of `make test` (root, minutes, a few GB of images): docker-compose.yml in
+# real containers under podman, one message through it, then torn down (README "Compose").
+compose-smoke: install
+	@{ command -v podman && command -v runc && command -v debootstrap; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	  && apt-get update -qq >/dev/null \
+	  && apt-get install -y -qq podman runc netavark aardvark-dns iptables debootstrap >/dev/null; } \
+	  || { echo "compose-smoke needs podman and debootstrap (apt-get install podman debootstrap)"; exit 1; }
+	$(BIN)/python -m tests.compose --podman-compose $(BIN)/podman-compose $(ARGS)
 
 
 clean:
