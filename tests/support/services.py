@@ -57,7 +57,7 @@ class ServiceProcesses:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         for service in registry.SERVICES:
             self._spawn(service.name)
-        if not self.wait_ready(True, timeout):
+        if not self.wait_ready(True, timeout, fail_on_exit=True):
             report = self.not_ready_report()
             self.stop()
             raise RuntimeError(f"services did not become ready in {timeout:.0f} s\n{report}")
@@ -122,11 +122,15 @@ class ServiceProcesses:
         except httpx.HTTPError:
             return False
 
-    def wait_ready(self, wanted: bool, timeout: float) -> bool:
+    def wait_ready(self, wanted: bool, timeout: float, fail_on_exit: bool = False) -> bool:
+        """Whether /readyz reached ``wanted`` within ``timeout``; ``fail_on_exit``: give up as
+        soon as a service process has exited (nothing restarts it here)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.ready() == wanted:
                 return True
+            if fail_on_exit and any(p.poll() is not None for p in self.procs.values()):
+                return False
             time.sleep(0.1)
         return False
 

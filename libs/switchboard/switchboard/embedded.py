@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -46,8 +47,31 @@ class ServerError(RuntimeError):
     """A server did not start or stop; the message says why and where its log is."""
 
 
+LOWEST_PICKED_PORT = 10000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel takes outgoing connections' source ports from."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return low, high
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the OS picks it; it is released before returning)."""
+    """A TCP port that was free a moment ago, below the ephemeral range: a port the OS picks
+    (bind to 0) comes from the range every outgoing connection takes its source port from, so
+    another process's connection could hold it by the time a service binds it (a service then
+    failed to start, now and then, under load)."""
+    low, _ = ephemeral_ports()
+    if low > LOWEST_PICKED_PORT + 1000:
+        rng = random.SystemRandom()
+        for _ in range(200):
+            port = rng.randrange(LOWEST_PICKED_PORT, low)
+            if port_is_free(port, host):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
