@@ -26,6 +26,7 @@ does not take the service down, not a sandbox)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
@@ -188,8 +189,22 @@ def checked_config(manifest: Manifest, config: dict[str, Any]) -> dict[str, Any]
     return config
 
 
-async def run_setup(plugin: Plugin, api: Any) -> None:
-    """``plugin.setup(api)``, awaited if it is async."""
-    result = plugin.setup(api)
-    if inspect.isawaitable(result):
-        await result
+SETUP_TIMEOUT_S = 30.0
+
+
+async def run_setup(plugin: Plugin, api: Any, name: str) -> None:
+    """``plugin.setup(api)``, awaited if it is async, within :data:`SETUP_TIMEOUT_S`; any
+    failure is a :class:`PluginError` with a reason fit for a report (the traceback goes to
+    the log): a plugin's failure must not stop the service."""
+    try:
+        async with asyncio.timeout(SETUP_TIMEOUT_S):
+            result = plugin.setup(api)
+            if inspect.isawaitable(result):
+                await result
+    except PluginError:
+        raise
+    except TimeoutError:
+        raise PluginError(f"setup did not finish within {SETUP_TIMEOUT_S:g}s") from None
+    except Exception as exc:
+        log.error("plugin %s failed in setup", name, exc_info=exc)
+        raise PluginError(f"setup failed ({type(exc).__name__})") from None

@@ -10,10 +10,11 @@ like ``openai:<model>``, its calls go through the failover; see :mod:`.providers
 only channels is not set up here (nor in this ``/readyz``); ``register_channel`` is accepted and
 ignored, so one plugin may provide both.
 
-A plugin is all or nothing: its registrations take effect only if its ``setup`` returns (within
-:data:`SETUP_TIMEOUT_S`) and they are all acceptable (a tool name another tool has, a hook
-for an unknown event, a kind its manifest does not provide). Otherwise the plugin is skipped,
-logged and reported as failed, and the agent starts without it.
+A plugin is all or nothing: its registrations take effect only if its ``setup`` returns
+(within :data:`switchboard.plugins.SETUP_TIMEOUT_S`) and they are all acceptable (a tool name
+another tool has, a hook for an unknown event, a kind its manifest does not provide).
+Otherwise the plugin is skipped, logged and reported as failed, and the agent starts without
+it.
 
 A provider name is the plugin's for the whole agent: two plugins registering the same one,
 or one named like a built-in provider (``anthropic``, ``openai``) or ``tier``, is a failure.
@@ -51,7 +52,6 @@ from .tools_client import CallRequest, CallResult
 
 log = logging.getLogger(__name__)
 
-SETUP_TIMEOUT_S = 30.0
 AGENT_KINDS = ("tools", "hooks", "providers")
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what both providers accept
 
@@ -158,8 +158,7 @@ async def load_plugins(
         name = plugin.manifest.name
         api = AgentPluginApi(plugin)
         try:
-            async with asyncio.timeout(SETUP_TIMEOUT_S):
-                await run_setup(plugin.plugin, api)
+            await run_setup(plugin.plugin, api, name)
             clash = next((t.spec.name for t in api.tools if t.spec.name in taken), None)
             if clash is not None:
                 raise PluginError(f"its tool {clash!r} has the name of another tool")
@@ -168,13 +167,6 @@ async def load_plugins(
                 raise PluginError(f"its provider {shared!r} is another plugin's")
         except PluginError as exc:
             _failed(out, name, str(exc))
-            continue
-        except TimeoutError:
-            _failed(out, name, f"setup did not finish within {SETUP_TIMEOUT_S:g}s")
-            continue
-        except Exception as exc:  # a plugin's failure must not stop the agent
-            log.error("plugin %s failed in setup", name, exc_info=exc)
-            _failed(out, name, f"setup failed ({type(exc).__name__})")
             continue
         for event, hook in api.hooks:
             hooks.register(name, event, hook)

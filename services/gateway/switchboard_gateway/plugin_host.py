@@ -20,7 +20,6 @@ failures are retried then dead-lettered by :mod:`.delivery` as for any channel."
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Collection
@@ -43,7 +42,6 @@ from .channels.base import BadPayload, ChannelAdapter, ChannelError, InboundRequ
 
 log = logging.getLogger(__name__)
 
-SETUP_TIMEOUT_S = 30.0
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a NATS subject token and an env variable part
 # Channels a plugin may not take: the built-in chat channels and the authenticated ones
 # (the router's DM policy does not apply to those).
@@ -115,20 +113,12 @@ async def load_channel_plugins(
         name = plugin.manifest.name
         api = GatewayPluginApi(plugin)
         try:
-            async with asyncio.timeout(SETUP_TIMEOUT_S):
-                await run_setup(plugin.plugin, api)
+            await run_setup(plugin.plugin, api, name)
             clash = next((c for c in api.channels if c in taken or c in out.channels), None)
             if clash is not None:
                 raise PluginError(f"its channel {clash!r} is another channel's")
         except PluginError as exc:
             out.failed(name, str(exc))
-            continue
-        except TimeoutError:
-            out.failed(name, f"setup did not finish within {SETUP_TIMEOUT_S:g}s")
-            continue
-        except Exception as exc:  # a plugin's failure must not stop the gateway
-            log.error("plugin %s failed in setup", name, exc_info=exc)
-            out.failed(name, f"setup failed ({type(exc).__name__})")
             continue
         for channel, adapter in api.channels.items():
             out.channels[channel] = PluginChannel(name, adapter)
