@@ -18,10 +18,10 @@ import asyncio
 import ctypes
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from switchboard_tools.output import OutputCallback
 from switchboard_tools.sandbox.cgroups import CallCgroup, CgroupLimits
@@ -43,6 +43,7 @@ _MiB = 1024 * 1024
 _NS_KINDS = ("user", "mnt", "pid", "ipc", "uts")
 # How long a spawned process may take to report its measured isolation.
 _REPORT_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 def _ns_inode(kind: str) -> int:
@@ -265,25 +266,18 @@ class LayeredSandbox:
             workspace=workspace,
             layers=None,
         )
-        try:
-            try:
-                child = await spawn_background(
-                    launch.command,
-                    cwd=cwd,
-                    env=launch.env,
-                    lifetime_s=lifetime_s,
-                    output_cap=output_cap,
-                    options=launch.options,
-                    exit_grace_s=self.exit_grace_s,
-                )
-            finally:
-                launch.close_fds()
-        except BaseException as exc:
-            os.close(launch.report_r)
-            launch.release_cgroup()
-            if isinstance(exc, subprocess.SubprocessError):
-                raise SandboxUnavailable(_NOT_STARTED) from exc
-            raise
+        child = await _start(
+            launch,
+            spawn_background(
+                launch.command,
+                cwd=cwd,
+                env=launch.env,
+                lifetime_s=lifetime_s,
+                output_cap=output_cap,
+                options=launch.options,
+                exit_grace_s=self.exit_grace_s,
+            ),
+        )
         release_when_finished(child, launch)
         try:
             report = await await_report(launch.report_r, _REPORT_TIMEOUT_S)
@@ -324,19 +318,9 @@ class LayeredSandbox:
             layers=None,
             read_paths=read_paths,
         )
-        try:
-            try:
-                proc = await start_piped(
-                    launch.command, cwd=cwd, env=launch.env, options=launch.options
-                )
-            finally:
-                launch.close_fds()
-        except BaseException as exc:
-            os.close(launch.report_r)
-            launch.release_cgroup()
-            if isinstance(exc, subprocess.SubprocessError):
-                raise SandboxUnavailable(_NOT_STARTED) from exc
-            raise
+        proc = await _start(
+            launch, start_piped(launch.command, cwd=cwd, env=launch.env, options=launch.options)
+        )
         try:
             report = await await_report(launch.report_r, _REPORT_TIMEOUT_S)
             isolation = self._attest(report, launch, "", False)
@@ -346,6 +330,23 @@ class LayeredSandbox:
         finally:
             _release_on_exit(proc, launch)
         return proc, isolation
+
+
+async def _start(launch: Launch, starting: Awaitable[T]) -> T:
+    """Await the start of ``launch``'s process (``starting``), then close the launch's fds the
+    child inherited. If it did not start, the report pipe and the cgroup go too, and a failed
+    spawn is :class:`SandboxUnavailable`."""
+    try:
+        try:
+            return await starting
+        finally:
+            launch.close_fds()
+    except BaseException as exc:
+        os.close(launch.report_r)
+        launch.release_cgroup()
+        if isinstance(exc, subprocess.SubprocessError):
+            raise SandboxUnavailable(_NOT_STARTED) from exc
+        raise
 
 
 def _release_on_exit(proc: asyncio.subprocess.Process, launch: Launch) -> None:
