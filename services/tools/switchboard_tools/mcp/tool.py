@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp_types
 
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
-
-if TYPE_CHECKING:
-    from switchboard_tools.mcp.supervisor import McpServer
 
 # What model APIs accept as a tool name; a server's tool whose namespaced name is not such a
 # name is not offered.
@@ -21,6 +18,18 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Longest result text handed back to the model (characters).
 MAX_RESULT_CHARS = 256 * 1024
 SEPARATOR = "__"
+
+
+class McpServer(Protocol):
+    """What a tool needs of its server (``switchboard_tools.mcp.supervisor.McpServer``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    # How the server runs (a stdio server's measured isolation); {} when not known.
+    isolation: dict[str, Any]
+
+    async def call(self, tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult: ...
 
 
 def namespaced(server: str, tool: str) -> str:
@@ -40,7 +49,7 @@ class McpTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = await self.server.call(self.remote, args)
-        output = result_output(self.server.config.name, result)
+        output = result_output(self.server.name, result)
         if self.server.isolation:
             output.details["isolation"] = self.server.isolation
         return output
@@ -49,7 +58,7 @@ class McpTool(Tool):
 def mcp_tool(
     server: McpServer, remote: str, description: str, parameters: dict[str, Any]
 ) -> McpTool:
-    name = namespaced(server.config.name, remote)
+    name = namespaced(server.name, remote)
     attributes = {"name": name, "description": description, "parameters": parameters}
     cls: type[McpTool] = type(f"McpTool[{name}]", (McpTool,), attributes)
     return cls(server, remote)
