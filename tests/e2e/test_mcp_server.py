@@ -84,6 +84,7 @@ async def test_tools_are_listed_and_a_message_is_answered_and_recorded(
         keys = {s["session_key"]: s for s in listed["sessions"]}
         assert keys["main:mcp:desk"]["message_count"] == 2
         assert keys["main:mcp:desk"]["agent"] == "main"
+        assert keys["main:mcp:desk"]["usage"]["calls"] == 1  # the one model call above
 
         # By name or by key: the same transcript.
         for session in ("desk", "main:mcp:desk"):

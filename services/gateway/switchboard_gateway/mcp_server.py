@@ -37,7 +37,7 @@ from .errors import ApiError, agent_error, checked_session_key
 from .memory_api import TIMEOUT_S as MEMORY_TIMEOUT_S
 from .memory_api import memory_error
 from .openai_api import PEER
-from .sessions_api import OURS
+from .sessions_api import OURS, session_summary
 
 PATH = "/mcp"
 CHANNEL = "api"  # replies travel back as run events only (the agent's event-only channels)
@@ -223,7 +223,7 @@ class McpEndpoint:
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 50,
     ) -> dict[str, Any]:
         """The sessions (conversations), the most recently active first: their keys, agent,
-        message count and last activity (epoch milliseconds)."""
+        message count, last activity (epoch milliseconds) and token and cost usage."""
         stub: sessions_pb2_grpc.SessionsStub = self.state.sessions
         try:
             reply = await stub.List(
@@ -232,17 +232,7 @@ class McpEndpoint:
             )
         except grpc.aio.AioRpcError as exc:
             raise _failed(agent_error(exc, "Sessions.List", OURS)) from exc
-        return {
-            "sessions": [
-                {
-                    "session_key": s.session_key,
-                    "agent": s.agent,
-                    "message_count": s.message_count,
-                    "updated_at_ms": s.updated_at_ms,
-                }
-                for s in reply.sessions
-            ]
-        }
+        return {"sessions": [session_summary(s) for s in reply.sessions]}
 
     async def session_history(
         self,

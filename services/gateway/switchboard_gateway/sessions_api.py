@@ -61,22 +61,22 @@ async def list_sessions(request: Request, agent: str = "", limit: int = 100) -> 
         )
     except grpc.aio.AioRpcError as exc:
         raise agent_error(exc, "Sessions.List", OURS) from exc
+    return {"sessions": [session_summary(s) for s in reply.sessions]}
+
+
+def session_summary(s: sessions_pb2.SessionInfo) -> dict[str, Any]:
+    """One session of a ``Sessions.List`` reply, as the HTTP API and the MCP server show it."""
     return {
-        "sessions": [
-            {
-                "session_key": s.session_key,
-                "agent": s.agent,
-                "updated_at_ms": s.updated_at_ms,
-                "message_count": s.message_count,
-                "usage": {
-                    "input_tokens": s.usage.input_tokens,
-                    "output_tokens": s.usage.output_tokens,
-                    "cost_usd": s.usage.cost_usd,
-                    "calls": s.usage.calls,
-                },
-            }
-            for s in reply.sessions
-        ]
+        "session_key": s.session_key,
+        "agent": s.agent,
+        "updated_at_ms": s.updated_at_ms,
+        "message_count": s.message_count,
+        "usage": {
+            "input_tokens": s.usage.input_tokens,
+            "output_tokens": s.usage.output_tokens,
+            "cost_usd": s.usage.cost_usd,
+            "calls": s.usage.calls,
+        },
     }
 
 
