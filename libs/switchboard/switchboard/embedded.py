@@ -18,9 +18,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -64,17 +65,45 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago, below the ephemeral range: a port the OS picks
     (bind to 0) comes from the range every outgoing connection takes its source port from, so
     another process's connection could hold it by the time a service binds it (a service then
-    failed to start, now and then, under load)."""
+    failed to start, now and then, under load). Each process walks the range one port after the
+    other from a random start (:class:`_PortWalk`): it never hands out a port twice while the
+    first taker may not have bound it yet, and processes picking at once start far apart."""
     low, _ = ephemeral_ports()
     if low > LOWEST_PICKED_PORT + 1000:
-        rng = random.SystemRandom()
-        for _ in range(200):
-            port = rng.randrange(LOWEST_PICKED_PORT, low)
-            if port_is_free(port, host):
-                return port
+        port = _PORT_WALK.take(LOWEST_PICKED_PORT, low, lambda p: port_is_free(p, host))
+        if port is not None:
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+class _PortWalk:
+    """Where this process's next port pick starts; a forked child starts afresh."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._next = 0
+
+    def take(
+        self, low: int, high: int, free: Callable[[int], bool], tries: int = 200
+    ) -> int | None:
+        """The next port of ``[low, high)`` that is ``free``, walking on from the last one
+        taken (none is handed out again before the walk has gone round the whole range)."""
+        span = high - low
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._next = os.getpid(), random.SystemRandom().randrange(span)
+            for _ in range(tries):
+                port = low + self._next % span
+                self._next = (self._next + 1) % span
+                if free(port):
+                    return port
+        return None
+
+
+_PORT_WALK = _PortWalk()
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

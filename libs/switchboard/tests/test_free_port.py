@@ -3,6 +3,8 @@ take a service's port between the pick and the bind."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 
 from switchboard.embedded import LOWEST_PICKED_PORT, ephemeral_ports, free_port, port_is_free
@@ -29,3 +31,28 @@ def test_a_port_someone_listens_on_is_not_free() -> None:
         sock.bind(("127.0.0.1", port))
         sock.listen()
         assert not port_is_free(port)
+
+
+def test_a_process_hands_out_no_port_twice_until_it_has_gone_round_the_range() -> None:
+    """A stack picks its services' ports before any of them binds: random picks with repeats
+    gave two services one port (a birthday collision, seen once in a few hundred stacks)."""
+    low, _ = ephemeral_ports()
+    picks = [free_port() for _ in range(2000)]
+    assert len(set(picks)) == len(picks)
+    assert all(LOWEST_PICKED_PORT <= p < low for p in picks)
+
+
+def test_a_forked_child_walks_from_a_start_of_its_own() -> None:
+    """Two processes picking at once (test workers, launchers) start far apart; a fork must
+    not copy the parent's walk (it would pick exactly the parent's next ports)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next five ports, then out without pytest's clean-up
+        os.write(write, json.dumps([free_port() for _ in range(5)]).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    mine = [free_port() for _ in range(5)]
+    assert not set(child) & set(mine), (child, mine)
