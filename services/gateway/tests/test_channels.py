@@ -182,18 +182,18 @@ async def test_typing_shows_while_a_run_answers_a_webhook_message(gw: Gateway) -
 
 def test_typing_follows_the_adapters_that_publish_themselves(gw: Gateway) -> None:
     """An adapter that publishes on its own (polling, a gateway connection) gets an
-    ``on_published`` hook from Typing.follow; a webhook-only adapter is left alone."""
+    ``on_publish`` hook from Typing.follow; a webhook-only adapter is left alone."""
 
     class Polling:
         name = "pollchat"
-        on_published: Callable[[messages_pb2.InboundMessage], None] | None = None
+        on_publish: Callable[[messages_pb2.InboundMessage], None] | None = None
 
     polling, webhook_only = Polling(), gw.fake
     typing: Typing = gw.app.state.typing
     typing.follow(polling)  # type: ignore[arg-type]
     typing.follow(webhook_only)
-    assert polling.on_published is not None
-    assert not hasattr(webhook_only, "on_published")
+    assert polling.on_publish is not None
+    assert not hasattr(webhook_only, "on_publish")
     message = messages_pb2.InboundMessage(message_id="p-1", account="a", chat={"id": "c"})
-    polling.on_published(message)
+    polling.on_publish(message)
     assert "p-1" in typing._expected

@@ -145,7 +145,7 @@ async def test_the_adapter_polls_in_polling_mode_and_releases_the_lease_on_close
     adapter = telegram.from_settings(settings)
     assert isinstance(adapter, telegram.TelegramAdapter)
     heard: list[str] = []  # what the gateway's typing indicator hears of (Typing.follow)
-    adapter.on_published = lambda message: heard.append(message.message_id)
+    adapter.on_publish = lambda message: heard.append(message.message_id)
     kv = await admin.jetstream().key_value("sb_channel_leases")
     async with ServiceRuntime(registry.get("gateway"), settings, asyncio.Event()) as rt:
         await adapter.start(rt)
@@ -153,7 +153,7 @@ async def test_the_adapter_polls_in_polling_mode_and_releases_the_lease_on_close
             fake.push_message("via the adapter")
             got = await wait_inbound(admin, 1)
             assert [(i, m.text) for i, m in got] == [("telegram:default:4242:1", "via the adapter")]
-            await wait_for("the adapter's on_published", lambda: heard == ["4242:1"])
+            await wait_for("the adapter's on_publish", lambda: heard == ["4242:1"])
             assert (await kv.get(KEY)).value
         finally:
             await adapter.close()

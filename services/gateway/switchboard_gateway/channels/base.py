@@ -111,13 +111,14 @@ class ChannelAdapter(Protocol):
         ...
 
 
-OnPublished = Callable[[messages_pb2.InboundMessage], None]
+OnPublish = Callable[[messages_pb2.InboundMessage], None]
 
 
 @runtime_checkable
 class PublishesItself(Protocol):
     """An adapter that publishes inbound messages itself (Telegram's polling, Discord's
     gateway connection) rather than through the webhook route: the gateway sets
-    ``on_published`` before ``start`` to learn of each one (typing indicators)."""
+    ``on_publish`` before ``start`` to learn of each one (typing indicators) just before it
+    is published: the run it starts can begin before the publish's ack is back."""
 
-    on_published: OnPublished | None
+    on_publish: OnPublish | None

@@ -41,7 +41,7 @@ from .base import (
     ChannelAdapter,
     Inbound,
     InboundRequest,
-    OnPublished,
+    OnPublish,
     PlatformMessage,
     RetryLater,
     Unauthorized,
@@ -101,7 +101,7 @@ class DiscordAdapter:
         self._client: httpx.AsyncClient | None = None
         self.gateway = gateway  # hold the gateway connection (under a lease) when started
         self._gateway: LeasedWork | None = None
-        self.on_published: OnPublished | None = None  # gateway-connection messages (typing)
+        self.on_publish: OnPublish | None = None  # gateway-connection messages (typing)
         self.connection: DiscordGatewayConnection | None = None
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
         # Channels where an interaction's response shows "<bot> is thinking..." (until the
@@ -129,7 +129,7 @@ class DiscordAdapter:
                 self._token,
                 lambda: self._client,
                 account=ACCOUNT,
-                on_published=self.on_published,
+                on_publish=self.on_publish,
             )
 
     async def close(self) -> None:

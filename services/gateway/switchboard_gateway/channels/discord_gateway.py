@@ -45,7 +45,7 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 from ..conversations import Conversations
-from .base import ChannelError, OnPublished
+from .base import ChannelError, OnPublish
 from .discord_events import parse_message
 from .lease import ChannelLease, LeasedWork, bucket_ttl, lease_key
 
@@ -269,17 +269,17 @@ async def start_gateway(
     *,
     account: str = "default",
     retry_s: float = 3.0,
-    on_published: OnPublished | None = None,
+    on_publish: OnPublish | None = None,
 ) -> tuple[LeasedWork, DiscordGatewayConnection]:
     """The connection running on this replica whenever it holds the account's lease
-    (``stop()`` the work on close); ``on_published`` hears of each message it published."""
+    (``stop()`` the work on close); ``on_publish`` hears of each message just before it is
+    published."""
     conversations = Conversations(rt.nc, rt.js, rt.subjects)
 
     async def publish(message: messages_pb2.InboundMessage) -> bool:
-        new = await conversations.publish(message)
-        if on_published is not None:
-            on_published(message)
-        return new
+        if on_publish is not None:
+            on_publish(message)
+        return await conversations.publish(message)
 
     connection = DiscordGatewayConnection(token, http, publish, account=account)
     kv = await rt.js.key_value(rt.subjects.channel_lease_bucket)

@@ -42,6 +42,7 @@ async def receive(channel: str, account: str, request: Request) -> JSONResponse:
         fetch = getattr(adapter, "fetch_attachments", None)  # attachments into media first
         if fetch is not None:
             await fetch(message)
-        await conversations.publish(message)
+        # Before publishing: under load the run's start event can arrive before the ack.
         typing.expect(adapter, message)
+        await conversations.publish(message)
     return JSONResponse(inbound.reply if inbound.reply is not None else {"ok": True})

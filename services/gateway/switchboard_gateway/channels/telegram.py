@@ -36,7 +36,7 @@ from .base import (
     ChannelAdapter,
     Inbound,
     InboundRequest,
-    OnPublished,
+    OnPublish,
     PlatformMessage,
     RetryLater,
     Unauthorized,
@@ -101,7 +101,7 @@ class TelegramAdapter:
         self.bot = BotInfo.from_token(bot_token)  # the username comes with getMe at start
         self._init_task: asyncio.Task[None] | None = None
         self._polling: Polling | None = None  # polling mode (helper telegram-poll)
-        self.on_published: OnPublished | None = None  # polled messages (typing), base.py
+        self.on_publish: OnPublish | None = None  # polled messages (typing), base.py
         self._failures = 0  # consecutive 5xx and connection failures: the backoff's exponent
         self.media: MediaClient | None = None  # attachments go to the media service (server.py)
 
@@ -127,7 +127,7 @@ class TelegramAdapter:
                 self.settings,
                 self,
                 self.parse_update,
-                on_published=self.on_published,
+                on_publish=self.on_publish,
                 prepare=self.fetch_attachments,
             )
 

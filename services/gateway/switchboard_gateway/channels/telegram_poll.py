@@ -89,14 +89,14 @@ class TelegramPoller:
         *,
         account: str,
         settings: PollSettings,
-        on_published: Callable[[messages_pb2.InboundMessage], None] | None = None,
+        on_publish: Callable[[messages_pb2.InboundMessage], None] | None = None,
     ) -> None:
         self.api = api
         self.parse = parse
         self.publish = publish
         self.account = account
         self.settings = settings
-        self.on_published = on_published
+        self.on_publish = on_publish
         self.polls = 0
         self._healthy = POLL_HEALTHY.labels(CHANNEL, account)
 
@@ -194,9 +194,9 @@ class TelegramPoller:
                 for message in messages:
                     message.channel, message.account = CHANNEL, self.account
                     message.received_at_ms = message.received_at_ms or received
+                    if self.on_publish is not None:
+                        self.on_publish(message)
                     await self.publish(message)
-                    if self.on_published is not None:
-                        self.on_published(message)
             except Exception as exc:
                 log.warning("telegram update not published (%s)", type(exc).__name__)
                 return offset
@@ -256,7 +256,7 @@ async def start_polling(
     *,
     account: str = "default",
     retry_s: float = 3.0,
-    on_published: Callable[[messages_pb2.InboundMessage], None] | None = None,
+    on_publish: Callable[[messages_pb2.InboundMessage], None] | None = None,
     prepare: Callable[[messages_pb2.InboundMessage], Awaitable[None]] | None = None,
 ) -> Polling:
     """Poll the bot through ``api`` on this replica whenever it holds the account's lease;
@@ -278,7 +278,7 @@ async def start_polling(
             timeout_s=settings.telegram_poll_timeout_s,
             watchdog_margin_s=settings.telegram_poll_watchdog_margin_s,
         ),
-        on_published=on_published,
+        on_publish=on_publish,
     )
     kv = await rt.js.key_value(rt.subjects.channel_lease_bucket)
     work = LeasedWork(

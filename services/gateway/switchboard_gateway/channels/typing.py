@@ -1,8 +1,9 @@
 """Showing "typing..." in a chat while the agent answers a message this replica received.
 
 A webhook's messages (and those an adapter publishes itself: ``follow``) are remembered
-(``expect``) with their chat for ``remember_s``. When the agent's ``lifecycle start`` event
-names one of them (``message_ids``), the chat's adapter is asked to show typing, again every
+(``expect``) with their chat for ``remember_s``, just before they are published: under load the
+agent's ``lifecycle start`` event can arrive before the publish's ack. When such an event names
+one of them (``message_ids``), the chat's adapter is asked to show typing, again every
 ``interval_s`` (platforms drop the indicator after ~5 s), until the run's ``lifecycle end`` or
 ``max_s``. A message the router refused never starts a run, so its sender sees nothing.
 Best effort: a failed typing call is logged and ignored.
@@ -74,7 +75,7 @@ class Typing:
         """Hear of the messages ``adapter`` publishes itself (polling, a gateway connection);
         call before the adapter starts. The webhook route calls ``expect`` for the others."""
         if isinstance(adapter, PublishesItself):
-            adapter.on_published = lambda message: self.expect(adapter, message)
+            adapter.on_publish = lambda message: self.expect(adapter, message)
 
     def expect(self, adapter: ChannelAdapter, message: messages_pb2.InboundMessage) -> None:
         now = time.monotonic()
