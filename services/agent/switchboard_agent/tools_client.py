@@ -44,6 +44,10 @@ class CallResult:
     details: dict[str, Any]
 
 
+# How long the executors' tool specs are reused: a request-reply over NATS each run would cost
+# about a millisecond; an MCP server's tools appearing a minute late surprised.
+SPECS_TTL_S = 5.0
+
 OnUpdate = Callable[[CallRequest, str], Awaitable[None]]
 
 
@@ -57,10 +61,11 @@ class ToolDispatcher:
 
     async def specs(self, agent: str | None = None) -> list[ToolSpec]:
         """The executors' tool specs for ``agent`` (the MCP servers offered to it; ``None``:
-        those offered to every agent), cached for a minute per agent; the last known (else
-        empty) when no executor answers."""
+        those offered to every agent), cached for ``SPECS_TTL_S`` per agent (an MCP server
+        that starts or changes its tools is offered within that); the last known (else empty)
+        when no executor answers."""
         at, cached = self._specs.get(agent, (0.0, []))
-        if cached and time.monotonic() - at < 60:
+        if cached and time.monotonic() - at < SPECS_TTL_S:
             return cached
         request = json.dumps({"agent": agent}).encode() if agent else b""
         try:
