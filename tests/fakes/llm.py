@@ -725,6 +725,10 @@ class FakeLLM:
             loop="asyncio",
             http="h11",
             timeout_graceful_shutdown=2,
+            # Providers keep idle connections open for a minute or more. uvicorn's 5 s default
+            # equals httpx's pool expiry, so an SDK could send a request on a connection the
+            # fake was closing: a connection error no real provider gives (seen under load).
+            timeout_keep_alive=75,
         )
         return uvicorn.Server(config)
 
