@@ -62,8 +62,9 @@ class Conversations:
         self.js = js
         self.subjects = subjects
 
-    async def post(self, out: Outgoing) -> None:
-        await self.publish(out.to_proto())
+    async def post(self, out: Outgoing) -> bool:
+        """Publish ``out``; False when INBOUND had its message id already (a retry)."""
+        return await self.publish(out.to_proto())
 
     async def publish(self, message: messages_pb2.InboundMessage) -> bool:
         """Publish durably; the INBOUND stream drops a retransmit with the same id (then this

@@ -19,6 +19,7 @@ from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .conversations import Conversations, Outgoing
 from .errors import ApiError, agent_error, checked_session_key
+from .hooks_auth import message_id_for
 
 router = APIRouter(prefix="/api/sessions")
 # The agent's Sessions servicer aborts with INVALID_ARGUMENT and a message for the caller.
@@ -91,19 +92,21 @@ async def post_message(key: str, body: PostMessage, request: Request) -> JSONRes
             code="too_much_text",
             param="text",
         )
+    session_key = checked_session_key(key)
     out = Outgoing(
         "api",
         body.text,
-        checked_session_key(key),
+        session_key,
         body.agent or settings.default_agent,
         sender="api",
+        # A client that lost the answer (a dropped connection) sends the same key again: the
+        # INBOUND stream drops the copy (within its 2-minute duplicate window).
+        message_id=message_id_for(request, f"session:{session_key}"),
     )
     conversations: Conversations = request.app.state.conversations
-    await conversations.post(out)
-    return JSONResponse(
-        {"message_id": out.message_id, "session_key": out.session_key, "status": "queued"},
-        status_code=202,
-    )
+    new = await conversations.post(out)
+    answer = {"message_id": out.message_id, "session_key": out.session_key, "status": "queued"}
+    return JSONResponse({**answer, "duplicate": not new}, status_code=202)
 
 
 @router.patch("/{key}")

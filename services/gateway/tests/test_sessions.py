@@ -78,3 +78,32 @@ async def test_the_same_message_id_twice_is_deduplicated_by_the_stream(gw: Gatew
         "api:default:another",
         "api:second:another",
     ]
+
+
+async def test_a_retry_with_the_same_idempotency_key_is_queued_once(gw: Gateway) -> None:
+    """A client whose connection dropped before the 202 sends the message again with the same
+    ``Idempotency-Key``: one message, and the second answer says it was a duplicate."""
+    url = "/api/sessions/main:api:retry/messages"
+    headers = {**gw.auth, "Idempotency-Key": "msg-0001"}
+    first = await gw.client.post(url, json={"text": "only once"}, headers=headers)
+    again = await gw.client.post(url, json={"text": "only once"}, headers=headers)
+    assert first.status_code == again.status_code == 202, again.text
+    assert first.json()["duplicate"] is False
+    assert again.json()["duplicate"] is True
+    assert (
+        first.json()["message_id"]
+        == again.json()["message_id"]
+        == "session:main:api:retry:msg-0001"
+    )
+    [(msg_id, _, message)] = await gw.inbound()
+    assert (msg_id, message.text) == ("api:default:session:main:api:retry:msg-0001", "only once")
+    # The key is per session: the same key in another session is another message.
+    other = await gw.client.post(
+        "/api/sessions/main:api:other/messages", json={"text": "x"}, headers=headers
+    )
+    assert other.json()["duplicate"] is False
+    bad = await gw.client.post(
+        url, json={"text": "x"}, headers={**gw.auth, "Idempotency-Key": "a b"}
+    )
+    assert bad.status_code == 400, bad.text
+    assert "Idempotency key" in bad.json()["error"]["message"]
