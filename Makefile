@@ -42,10 +42,12 @@ lint: install
 	$(BIN)/mypy libs/switchboard/tests  # apart: its module names (tests.conftest...) repeat services'
 
 # Test files are shared out to one pytest worker per core (at most 4; pytest-xdist), a whole
-# file to one worker so its module-scoped systems start once. TEST_WORKERS=0: no workers.
+# file to one worker so its module-scoped systems start once, in the order conftest.py sorts
+# them (xdist would otherwise start the files with the most tests first and the long
+# one-test system files last). TEST_WORKERS=0: no workers.
 TEST_WORKERS ?= auto
 test: install lint
-	$(BIN)/pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 proto: install
 	$(BIN)/python -m switchboard.protogen

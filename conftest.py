@@ -22,12 +22,13 @@ ROOT = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The folders of long test files first, then the others (a stable sort: each file's tests
-    keep their order and stay together). `make test` shares whole files out to its workers in
-    this order, so short files even out the workers' ends instead of a long one starting last."""
+    """The folders of long test files first, in ``LONG_FILES`` order, then the others (a
+    stable sort: each file's tests keep their order and stay together). `make test` shares whole
+    files out to its workers in this order, so short files even out the workers' ends instead of
+    a long one starting last."""
 
     def rank(item: pytest.Item) -> int:
         path = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
-        return 0 if path.startswith(LONG_FILES) else 1
+        return next((i for i, f in enumerate(LONG_FILES) if path.startswith(f)), len(LONG_FILES))
 
     items.sort(key=rank)
