@@ -31,6 +31,7 @@ from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support.servers import run_sync
 from tests.support.services import ServiceProcesses, with_fake_model
 from tests.support.streams import LANE_ACK_WAIT_TEST_S, short_lane_leases
+from tests.support.workers import sandbox_uid
 
 LAYERS = ("seccomp", "landlock", "namespaces")
 
@@ -259,7 +260,8 @@ def test_tools_invoke(services: ServiceProcesses) -> None:
 
 def test_exec_isolation_is_measured_in_force(services: ServiceProcesses) -> None:
     """Every layer the executor's start-up probe found working is in force in the sandboxed
-    process (measured inside it), and a root executor drops the command to uid 65534."""
+    process (measured inside it), and a root executor drops the command to its sandbox uid
+    (65534 unless SB_EXEC_SANDBOX_UID says otherwise: each test worker has its own)."""
     ready = [
         line
         for line in json_lines(services.home / "logs" / "tools.log")
@@ -289,8 +291,8 @@ def test_exec_isolation_is_measured_in_force(services: ServiceProcesses) -> None
         if os.environ.get("CI") == "true":
             pytest.fail(f"{why}; CI must run the executor as root to check the uid drop")
         pytest.skip(why)
-    assert measured["uid"] == 65534, measured
-    assert id_output == "65534"
+    assert measured["uid"] == sandbox_uid(), measured
+    assert id_output == str(sandbox_uid())
 
 
 def test_approval_expires_without_a_decision(expiring: ServiceProcesses) -> None:

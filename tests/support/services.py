@@ -20,6 +20,7 @@ from switchboard import registry
 from switchboard.embedded import free_port
 from tests.fakes.llm import FakeLLM, Script
 from tests.support.servers import service_nats_env
+from tests.support.workers import sandbox_uid
 
 
 class ServiceProcesses:
@@ -35,6 +36,7 @@ class ServiceProcesses:
             "SB_GATEWAY_TOKEN": self.token,
             "SB_SERVICE_TOKEN": "test-service-" + os.urandom(12).hex(),
             "SB_HTTP_PORT": str(self.http_port),
+            "SB_EXEC_SANDBOX_UID": str(sandbox_uid()),
         }
         # Every port of every service on loopback; a free one each (public: the HTTP port).
         for service in registry.SERVICES:

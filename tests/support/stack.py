@@ -17,6 +17,7 @@ import psutil
 from switchboard import natsauth
 from switchboard.cli.home import Home, nats_credentials
 from switchboard.embedded import free_port
+from tests.support.workers import sandbox_uid
 
 MODEL_VARS = (
     "ANTHROPIC_API_KEY",
@@ -80,7 +81,14 @@ def start_stack(
     port = free_port()
     token = "test-token-" + os.urandom(8).hex()
     full_env = inherited_env()
-    full_env.update({"SB_GATEWAY_TOKEN": token, "SB_LOG_LEVEL": "INFO", **env})
+    full_env.update(
+        {
+            "SB_GATEWAY_TOKEN": token,
+            "SB_LOG_LEVEL": "INFO",
+            "SB_EXEC_SANDBOX_UID": str(sandbox_uid()),
+            **env,
+        }
+    )
     cmd = [
         str(Path(sys.executable).parent / "switchboard"),
         "up",

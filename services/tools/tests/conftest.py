@@ -17,7 +17,7 @@ from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sand
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 from switchboard_tools.workspace import ensure_workspace
 
-from .sandbox_checks import skip_or_fail
+from .sandbox_checks import SANDBOX_UID, skip_or_fail
 
 Call = Callable[..., Awaitable[ToolOutput]]
 
@@ -106,7 +106,7 @@ def call(registry: ToolRegistry, ctx: ToolContext) -> Call:
 @pytest.fixture(scope="session")
 def layered() -> LayeredSandbox:
     """The sandbox as the executor builds it at start-up (probed once per test session)."""
-    return asyncio.run(probe_sandbox())
+    return asyncio.run(probe_sandbox(uid=SANDBOX_UID))
 
 
 @pytest.fixture

@@ -18,8 +18,11 @@ from typing import NoReturn
 import psutil
 import pytest
 
-# The dedicated uid sandboxed commands run as when the executor is root (LayeredSandbox).
-SANDBOX_UID = 65534
+from tests.support.workers import sandbox_uid
+
+# The dedicated uid sandboxed commands run as when the executor is root (LayeredSandbox): this
+# test worker's own (SB_EXEC_SANDBOX_UID; see tests/support/workers.py).
+SANDBOX_UID = sandbox_uid()
 # After its timeout the sandbox kills the command's group, then waits at most 5 s for the reap
 # and 0.5 s for the output pipe (Child.finish): what a reported duration_ms may exceed the
 # timeout by. A command that was not killed runs for its whole 30-60 s instead.

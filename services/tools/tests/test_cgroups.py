@@ -19,7 +19,13 @@ from switchboard_tools.config import ToolsSettings
 from switchboard_tools.registry import ToolContext, ToolOutput
 from switchboard_tools.sandbox import LayeredSandbox, SandboxProfile
 
-from .sandbox_checks import assert_all_gone, sandbox_processes, skip_or_fail, wait_until
+from .sandbox_checks import (
+    SANDBOX_UID,
+    assert_all_gone,
+    sandbox_processes,
+    skip_or_fail,
+    wait_until,
+)
 
 MEMORY_MAX = 96 << 20
 PIDS_MAX = 16
@@ -30,7 +36,11 @@ Call = Callable[[dict[str, Any]], Awaitable[ToolOutput]]
 def limited() -> Iterator[LayeredSandbox]:
     """The executor's sandbox as SB_EXEC_MEMORY_MAX=96M and SB_EXEC_PIDS_MAX=16 make it."""
     settings = ToolsSettings.from_environ(
-        {"SB_EXEC_MEMORY_MAX": "96M", "SB_EXEC_PIDS_MAX": str(PIDS_MAX)}
+        {
+            "SB_EXEC_MEMORY_MAX": "96M",
+            "SB_EXEC_PIDS_MAX": str(PIDS_MAX),
+            "SB_EXEC_SANDBOX_UID": str(SANDBOX_UID),
+        }
     )
     sandbox = asyncio.run(settings.probe_sandbox())
     if not sandbox.available()["cgroup"]:

@@ -19,12 +19,14 @@ from switchboard_tools.registry import ToolContext, ToolOutput, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, SandboxProfile
 from switchboard_tools.sandbox.profile import DEFAULT_PROFILE
 
+from .sandbox_checks import SANDBOX_UID
+
 Need = Callable[..., None]
 Run = Callable[[str, dict[str, Any]], Awaitable[ToolOutput]]
 
 
 async def executor(environ: dict[str, str]) -> tuple[LayeredSandbox, ToolRegistry]:
-    settings = ToolsSettings.from_environ(environ)
+    settings = ToolsSettings.from_environ({"SB_EXEC_SANDBOX_UID": str(SANDBOX_UID), **environ})
     sandbox = await settings.probe_sandbox()
     tools = builtin_registry(sandbox, settings.exec_allowlist, exec_mode=settings.exec_mode)
     return sandbox, tools

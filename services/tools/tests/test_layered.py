@@ -122,7 +122,7 @@ async def test_measurement_matches_what_the_command_sees(
 
 
 async def test_missing_bwrap_changes_attestation_and_profile_refuses(workspace: Path) -> None:
-    sandbox = await probe_layers(LayeredSandbox(), bwrap_path="/nonexistent/bwrap")
+    sandbox = await probe_layers(LayeredSandbox(uid=SANDBOX_UID), bwrap_path="/nonexistent/bwrap")
     att = sandbox.attestation()
     assert att["namespaces"] is False
     assert att["probe"]["namespaces"].startswith("unavailable: bubblewrap not found")
@@ -170,7 +170,7 @@ async def test_inner_refuses_when_required_layer_not_in_force(
 
 
 async def test_network_denied_needs_an_enforcing_layer(workspace: Path) -> None:
-    sandbox = LayeredSandbox()
+    sandbox = LayeredSandbox(uid=SANDBOX_UID)
     sandbox.layers.python = "/usr/bin/python3"  # measured, but no layer can deny network
     assert sandbox.missing(SandboxProfile(network=False)) == ["network_isolation"]
     assert sandbox.missing(SandboxProfile(network=True)) == []
@@ -188,7 +188,9 @@ def test_profile_validation() -> None:
 
 async def test_unprobed_sandbox_refuses(workspace: Path) -> None:
     with pytest.raises(SandboxUnavailable):
-        await LayeredSandbox().run(["true"], cwd=workspace, timeout_s=5, output_cap=100)
+        await LayeredSandbox(uid=SANDBOX_UID).run(
+            ["true"], cwd=workspace, timeout_s=5, output_cap=100
+        )
 
 
 async def test_exec_result_carries_isolation(lcall: Any, scall: Any) -> None:

@@ -12,6 +12,8 @@
 - ``SB_EXEC_MEMORY_MAX`` (default ``512M``) and ``SB_EXEC_PIDS_MAX`` (default 128): the limits of
   each call's cgroup (``0``: none of that kind); ``SB_EXEC_CGROUP_PARENT``: the cgroup the
   per-call cgroups are made in (default: the executor's own).
+- ``SB_EXEC_SANDBOX_UID`` (default 65534): the unprivileged uid commands run as when the
+  executor is root.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ class ExecSettings(BaseSettings):
     exec_memory_max: Annotated[int, BeforeValidator(parse_size), Field(ge=0)] = 512 << 20
     exec_pids_max: int = Field(default=128, ge=0, le=1_000_000)
     exec_cgroup_parent: str = ""
+    # The unprivileged uid commands run as when the executor is root. RLIMIT_NPROC counts a
+    # uid's processes machine-wide: executors on one machine that must not share that count
+    # (one's fork bomb starving the other's commands) each get their own.
+    exec_sandbox_uid: int = Field(default=65534, ge=1, le=4_294_967_294)
 
     def sandbox_profile(self) -> SandboxProfile:
         return SandboxProfile.parse(self.exec_require)
@@ -87,4 +93,5 @@ class ExecSettings(BaseSettings):
             disable=layer_names(self.exec_disable_layers),
             cgroup_limits=self.cgroup_limits(),
             cgroup_parent=self.exec_cgroup_parent,
+            uid=self.exec_sandbox_uid,
         )
