@@ -30,8 +30,8 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -109,10 +109,14 @@ def installed() -> Iterable[EntryPoint]:
 
 
 def discover(
-    settings: PluginSettings, found: EntryPoints = installed
+    settings: PluginSettings,
+    found: EntryPoints = installed,
+    kinds: Collection[str] | None = None,
 ) -> tuple[list[LoadedPlugin], list[PluginReport]]:
     """The enabled plugins that import and validate, in ``SB_PLUGINS`` order, and a report on
-    each enabled one (those that failed: why)."""
+    each enabled one (those that failed: why). ``kinds``: the kinds the calling service hosts;
+    a plugin providing none of them is another service's, neither returned nor reported (a
+    failure to load is reported everywhere: nobody can tell whose it was)."""
     points: dict[str, EntryPoint] = {}
     for ep in found():
         points.setdefault(ep.name, ep)
@@ -134,6 +138,8 @@ def discover(
             reports.append(PluginReport(name, "failed", str(exc)))
             log.warning("plugin %s skipped: %s", name, exc)
             continue
+        if kinds is not None and not plugin.manifest.provides & set(kinds):
+            continue
         loaded.append(LoadedPlugin(plugin, plugin.manifest, config))
         reports.append(
             PluginReport(
@@ -144,6 +150,13 @@ def discover(
             )
         )
     return loaded, reports
+
+
+def failed(reports: list[PluginReport], name: str, detail: str) -> list[PluginReport]:
+    """``reports`` with plugin ``name`` marked failed for ``detail`` (logged): a plugin that
+    loaded but could not be set up, so the service goes on without it."""
+    log.warning("plugin %s skipped: %s", name, detail)
+    return [replace(r, state="failed", detail=detail) if r.name == name else r for r in reports]
 
 
 def load(ep: EntryPoint) -> Plugin:

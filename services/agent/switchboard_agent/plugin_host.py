@@ -40,6 +40,7 @@ from switchboard.plugins import (
     PluginReport,
     PluginSettings,
     discover,
+    failed,
     installed,
     run_setup,
 )
@@ -149,12 +150,10 @@ async def load_plugins(
     """Set up every enabled plugin; register the hooks of those that succeed on ``hooks`` and
     return their tools (wrapped with a deadline) and a report on each. ``reserved``: the
     names of the agent's own local tools, which a plugin's tool may not take."""
-    loaded, reports = discover(settings, found)
-    mine = {p.manifest.name for p in loaded if p.manifest.provides & set(AGENT_KINDS)}
-    # Plugins of the gateway only are not this service's to report; failures are everyone's.
-    out = Plugins(reports=[r for r in reports if r.state != "loaded" or r.name in mine])
+    loaded, reports = discover(settings, found, AGENT_KINDS)
+    out = Plugins(reports=reports)
     taken = set(reserved)
-    for plugin in (p for p in loaded if p.manifest.name in mine):
+    for plugin in loaded:
         name = plugin.manifest.name
         api = AgentPluginApi(plugin)
         try:
@@ -189,10 +188,7 @@ async def load_plugins(
 
 
 def _failed(out: Plugins, name: str, detail: str) -> None:
-    log.warning("plugin %s skipped: %s", name, detail)
-    out.reports = [
-        replace(r, state="failed", detail=detail) if r.name == name else r for r in out.reports
-    ]
+    out.reports = failed(out.reports, name, detail)
 
 
 def _note(out: Plugins, name: str, detail: str) -> None:

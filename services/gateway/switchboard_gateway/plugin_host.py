@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from switchboard.errors import PluginError
@@ -33,6 +33,7 @@ from switchboard.plugins import (
     PluginReport,
     PluginSettings,
     discover,
+    failed,
     installed,
     run_setup,
 )
@@ -93,10 +94,7 @@ class GatewayPlugins:
         return {r.name: r.as_dict() for r in self.reports}
 
     def failed(self, name: str, detail: str) -> None:
-        log.warning("plugin %s skipped: %s", name, detail)
-        self.reports = [
-            replace(r, state="failed", detail=detail) if r.name == name else r for r in self.reports
-        ]
+        self.reports = failed(self.reports, name, detail)
 
 
 async def load_channel_plugins(
@@ -104,12 +102,10 @@ async def load_channel_plugins(
 ) -> tuple[GatewayPlugins, dict[str, str]]:
     """Set up the enabled plugins that provide channels; their adapters (wrapped, not started)
     and which plugin each channel is. ``taken``: the configured built-in channels."""
-    loaded, reports = discover(settings, found)
-    mine = {p.manifest.name for p in loaded if "channels" in p.manifest.provides}
-    # Plugins of the agent only are not this service's to report; failures are everyone's.
-    out = GatewayPlugins(reports=[r for r in reports if r.state != "loaded" or r.name in mine])
+    loaded, reports = discover(settings, found, ("channels",))
+    out = GatewayPlugins(reports=reports)
     owner: dict[str, str] = {}
-    for plugin in (p for p in loaded if p.manifest.name in mine):
+    for plugin in loaded:
         name = plugin.manifest.name
         api = GatewayPluginApi(plugin)
         try:
