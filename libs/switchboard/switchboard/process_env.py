@@ -1,6 +1,7 @@
 """What a Switchboard process sets in its own environment before gRPC loads (so this module
 must not import grpc, nor anything that does). Each entry point calls :func:`prepare` first:
-the services' ``__main__`` modules, the ``switchboard`` command and the tests' conftest.
+the services' ``__main__`` modules (through :func:`run_service`), the ``switchboard`` command
+and the tests' conftest.
 
 ``GRPC_ENABLE_FORK_SUPPORT=false``: by default gRPC's C core restarts its threads in every forked
 child. The tool executor forks a child for every command (``preexec_fn`` runs before ``exec``);
@@ -20,3 +21,11 @@ def prepare() -> None:
     """Put :data:`DEFAULTS` into ``os.environ`` where the operator did not set them."""
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
+
+
+def run_service(name: str) -> None:
+    """A service's ``python -m`` entry: :func:`prepare`, then the service (gRPC loads after)."""
+    prepare()
+    from switchboard.host import module_main
+
+    module_main(name)

@@ -1,7 +1,3 @@
-from switchboard import process_env
+from switchboard.process_env import run_service
 
-process_env.prepare()  # before gRPC loads
-
-from switchboard.host import module_main  # noqa: E402
-
-module_main("agent")
+run_service("agent")
