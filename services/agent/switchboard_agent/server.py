@@ -139,7 +139,13 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             own.append(ImageTool(media, model))
         local = LocalTools([*own, *plugins.tools])
         admin = SessionAdmin(pool, rt.nc, rt.subjects)
-        models = SessionModels(settings, model, settings.model_choices, plugins.providers)
+        models = SessionModels(
+            settings,
+            model,
+            settings.model_choices,
+            plugins.providers,
+            timeout_s=settings.model_timeout_s,
+        )
         accounting = Accounting(UsageStore(pool), settings.budget, settings.prices)
         prompts = PromptBuilder(
             WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),

@@ -30,8 +30,10 @@ class SessionModels:
         default: Model | None,
         choices: list[str] | None = None,
         plugins: Mapping[str, PluginProvider] | None = None,
+        timeout_s: float = 120.0,
     ) -> None:
         self.settings = settings
+        self.timeout_s = timeout_s  # SB_MODEL_TIMEOUT_S, as the configured chain's models
         self.plugins = dict(plugins or {})  # the model providers of the loaded plugins
         self.default = default
         self.allowed = [c.strip() for c in choices or [] if c.strip()]
@@ -96,9 +98,9 @@ class SessionModels:
         plugin = self.plugins.get(config.provider)
         try:
             if plugin is not None:
-                model = await asyncio.to_thread(plugin.build, config.model)
+                model = await asyncio.to_thread(plugin.build, config.model, self.timeout_s)
             else:
-                model = await asyncio.to_thread(build_model, config)
+                model = await asyncio.to_thread(build_model, config, timeout_s=self.timeout_s)
         except ModelUnavailableError as exc:  # the plugin's factory failed (logged)
             log.warning("a session's model cannot be built, using the default: %s", exc)
             return self.default

@@ -22,7 +22,7 @@ from switchboard_agent.hooks import Hooks
 from switchboard_agent.plugin_host import AgentPluginApi, load_plugins
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
 from switchboard_agent.providers.errors import ModelUnavailableError
-from switchboard_agent.providers.plugin import PluginProvider
+from switchboard_agent.providers.plugin import PluginModel, PluginProvider
 from switchboard_agent.session_models import ModelChoiceError, SessionModels
 
 REQUEST = ModelRequest("sys", [{"role": "user", "content": "hi"}])
@@ -108,10 +108,16 @@ async def test_a_failing_plugin_model_fails_over(failing: str) -> None:
 
 async def test_a_session_may_pick_a_plugin_model() -> None:
     models = SessionModels(
-        ModelSettings(openai_api_key=SecretStr("sk")), router("echo:a", []), None, PLUGINS
+        ModelSettings(openai_api_key=SecretStr("sk")),
+        router("echo:a", []),
+        None,
+        PLUGINS,
+        timeout_s=7.0,
     )
     assert models.check("echo:parrot") == "echo:parrot"
-    assert await answer(await models.get("echo:parrot")) == "parrot says hi"
+    parrot = await models.get("echo:parrot")
+    assert await answer(parrot) == "parrot says hi"
+    assert isinstance(parrot, PluginModel) and parrot.timeout_s == 7.0  # SB_MODEL_TIMEOUT_S
     assert await models.get("echo:unbuildable") is models.default  # logged, the default answers
     with pytest.raises(ModelChoiceError, match="Unknown model provider 'nope'"):
         models.check("nope:x")
