@@ -159,8 +159,12 @@ class Runner:
         ) as span:
             span.set_attribute("sb.session", key)
             span.set_attribute("sb.run_id", run_id)
-            await events.emit("lifecycle", "start", data={"resumed": True} if checkpoint else None)
             try:
+                # Inside: an abort can land while the start event goes out (the client saw it
+                # and asked); outside, that run ended unrecorded and its message ran again.
+                await events.emit(
+                    "lifecycle", "start", data={"resumed": True} if checkpoint else None
+                )
                 await self._execute(batch, turn, model_ref)
             except asyncio.CancelledError:
                 if not control.interrupted:
