@@ -228,7 +228,8 @@ class FakeDiscord:
                             request, "channel", 200, message_object(seen, self.bot_id)
                         )
             message = self._new(channel, body.get("content", ""), "bot", body)
-        return self._answer(request, "channel", 200, message_object(message, self.bot_id))
+            # Under the lock: the call is on record when its message is seen.
+            return self._answer(request, "channel", 200, message_object(message, self.bot_id))
 
     async def _gateway_bot(self, request: Request) -> Response:
         denied = self._authorize(request, "gateway")
@@ -265,7 +266,7 @@ class FakeDiscord:
             )
             interaction.original = edited
             self._messages.append(edited)
-        return self._answer(request, "original", 200, message_object(edited, self.bot_id))
+            return self._answer(request, "original", 200, message_object(edited, self.bot_id))
 
     async def _followup(self, request: Request) -> Response:
         interaction = await self._hook(request, "followup")
@@ -283,7 +284,7 @@ class FakeDiscord:
                 interaction.application_id,
             )
             interaction.followups.append(message)
-        return self._answer(request, "followup", 200, message_object(message, self.bot_id))
+            return self._answer(request, "followup", 200, message_object(message, self.bot_id))
 
     # --- helpers -------------------------------------------------------------------------------
 

@@ -174,7 +174,8 @@ class FakeSlack:
             headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after else {}
             body = {"ok": False, "error": failure.error}
             return self._answer(method, body, failure.status, headers)
-        return self._answer(method, self._post(args, encoding))
+        with self._cond:  # the call is on record when its post is seen
+            return self._answer(method, self._post(args, encoding))
 
     def _answer(
         self,

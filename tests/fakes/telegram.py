@@ -175,14 +175,21 @@ class FakeTelegram:
         try:
             if request.path_params["token"] != self.token:
                 raise Refused(401, "Unauthorized")
-            response = await self._answer(method, params)
+            response, sent = await self._answer(method, params)
         except Refused as refused:
             self.calls.append(ApiCall(method, params, refused.code, refused.description, arrived))
             return error_response(refused)
-        self.calls.append(ApiCall(method, params, response.status_code, "", arrived))
+        # The call is on record before its message is visible: a test that sees the message
+        # sees the attempt that sent it.
+        with self._lock:
+            self.calls.append(ApiCall(method, params, response.status_code, "", arrived))
+            if sent is not None:
+                self.sent.append(sent)
         return response
 
-    async def _answer(self, method: str, params: dict[str, Any]) -> JSONResponse:
+    async def _answer(
+        self, method: str, params: dict[str, Any]
+    ) -> tuple[JSONResponse, Sent | None]:
         for i, (name, refused) in enumerate(self._next):
             if name == method:
                 del self._next[i]
@@ -190,19 +197,19 @@ class FakeTelegram:
         if method in self._always:
             raise self._always[method]
         if method in self.methods:
-            return await self.methods[method](params)
+            return await self.methods[method](params), None
         if method == "getMe":
-            return ok(self.me())
+            return ok(self.me()), None
         if method == "setWebhook":
-            return self._set_webhook(params)
+            return self._set_webhook(params), None
         if method == "deleteWebhook":
             was = bool(self.webhook.get("url"))
             self.webhook = {}
-            return ok(True, "Webhook was deleted" if was else "Webhook is already deleted")
+            return ok(True, "Webhook was deleted" if was else "Webhook is already deleted"), None
         if method == "getWebhookInfo":
             info = {"url": "", "has_custom_certificate": False, "pending_update_count": 0}
             info.update({k: v for k, v in self.webhook.items() if k != "secret_token"})
-            return ok(info)
+            return ok(info), None
         if method == "sendChatAction":
             chat = self._chat(params)
             if params.get("action") not in ("typing", "upload_photo", "upload_document"):
@@ -210,11 +217,12 @@ class FakeTelegram:
             self.actions.append(
                 (chat, str(params["action"]), int_param(params, "message_thread_id"))
             )
-            return ok(True)
+            return ok(True), None
         if method == "sendMessage" or method in MEDIA_METHODS:
-            return ok(self._send(method, params))
+            message, sent = self._send(method, params)
+            return ok(message), sent
         if method == "getFile":
-            return ok(self._get_file(params))
+            return ok(self._get_file(params)), None
         raise Refused(404, "Not Found")
 
     def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -272,7 +280,7 @@ class FakeTelegram:
             raise Refused(403, "Forbidden: bot was blocked by the user")
         return chat
 
-    def _send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _send(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], Sent]:
         chat = self._chat(params)
         raw = str(params.get("text" if method == "sendMessage" else "caption", ""))
         parse_mode = params.get("parse_mode")
@@ -309,21 +317,9 @@ class FakeTelegram:
         thread = int_param(params, "message_thread_id")
         with self._lock:
             number = next(self._ids.setdefault(chat, itertools.count(1001)))
-            self.sent.append(
-                Sent(
-                    method,
-                    chat,
-                    number,
-                    text,
-                    raw,
-                    parse_mode,
-                    reply_to,
-                    thread,
-                    file_id,
-                    params,
-                    upload,
-                )
-            )
+        sent = Sent(
+            method, chat, number, text, raw, parse_mode, reply_to, thread, file_id, params, upload
+        )
         message: dict[str, Any] = {
             "message_id": number,
             "from": {k: v for k, v in self.me().items() if k in ("id", "is_bot", "first_name")},
@@ -339,7 +335,7 @@ class FakeTelegram:
                 "file_id": file_id,
                 "file_unique_id": "u" + str(number),
             }
-        return message
+        return message, sent
 
     # --- lifecycle -------------------------------------------------------------------------
 

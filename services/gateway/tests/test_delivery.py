@@ -90,9 +90,13 @@ async def in_stream_is(gw: Gateway, size: int) -> bool:
 
 
 async def settled(gw: Gateway) -> bool:
-    """Nothing of the delivery consumer's is pending or waiting for an ack."""
-    info = await gw.rt.js.consumer_info(gw.rt.subjects.stream("OUTBOUND"), CONSUMER)
-    return info.num_pending == 0 and info.num_ack_pending == 0
+    """Nothing of the delivery consumer's is pending or waiting for an ack, up to the last part
+    published (right after a publish the server may not count it as pending yet)."""
+    stream = gw.rt.subjects.stream("OUTBOUND")
+    last = (await gw.rt.js.stream_info(stream)).state.last_seq or 0
+    info = await gw.rt.js.consumer_info(stream, CONSUMER)
+    floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
+    return (floor or 0) >= last and info.num_pending == 0 and info.num_ack_pending == 0
 
 
 async def publish(gw: Gateway, text: str, account: str = "acct1", channel: str = "") -> None:

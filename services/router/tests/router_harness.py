@@ -113,13 +113,18 @@ async def router(nats_url: str, **environ: str) -> AsyncIterator[RunningRouter]:
 async def route(js: JetStreamContext, *messages: messages_pb2.InboundMessage) -> set[str]:
     """Publish ``messages`` on INBOUND, wait until the router has handled every one, and return
     the message ids of those that reached a lane."""
+    last = 0
     for m in messages:
         msg_id = inbound_msg_id(m.channel, m.account, m.message_id)
-        await bus.js_publish(js, SUBJECTS.inbound(m.channel), m, msg_id=msg_id)
+        last = await bus.js_publish(js, SUBJECTS.inbound(m.channel), m, msg_id=msg_id)
 
     async def handled() -> bool:
+        # The ack floor, not only "nothing pending": the server counts a stored message as
+        # pending for the consumer a moment after the publish is acked, so an early look
+        # can see 0 pending and 0 unacked for a message the router has not finished.
         info = await js.consumer_info(SUBJECTS.stream("INBOUND"), "router")
-        return info.num_pending == 0 and info.num_ack_pending == 0
+        done = info.ack_floor is not None and (info.ack_floor.stream_seq or 0) >= last
+        return done and info.num_pending == 0 and info.num_ack_pending == 0
 
     await eventually(handled)
     lanes = await js.stream_info(SUBJECTS.stream("LANES"))
