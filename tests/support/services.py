@@ -20,7 +20,7 @@ from switchboard import registry
 from switchboard.embedded import free_port
 from tests.fakes.llm import FakeLLM, Script
 from tests.support.servers import service_nats_env
-from tests.support.workers import sandbox_uid
+from tests.support.workers import base_env
 
 
 class ServiceProcesses:
@@ -29,14 +29,13 @@ class ServiceProcesses:
         self.http_port = free_port()
         self.token = "test-token-" + os.urandom(8).hex()
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("SB_", "OPENAI_"))},
+            **base_env(),
             "SB_NATS_URL": nats_url,
             "SB_DATABASE_URL": database_url,
             "SB_HOME": str(home),
             "SB_GATEWAY_TOKEN": self.token,
             "SB_SERVICE_TOKEN": "test-service-" + os.urandom(12).hex(),
             "SB_HTTP_PORT": str(self.http_port),
-            "SB_EXEC_SANDBOX_UID": str(sandbox_uid()),
         }
         # Every port of every service on loopback; a free one each (public: the HTTP port).
         for service in registry.SERVICES:

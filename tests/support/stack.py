@@ -17,30 +17,7 @@ import psutil
 from switchboard import natsauth
 from switchboard.cli.home import Home, nats_credentials
 from switchboard.embedded import free_port
-from tests.support.workers import sandbox_uid
-
-MODEL_VARS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "SB_MODEL",
-    "SB_DATABASE_URL",
-    "SB_GATEWAY_TOKEN",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-)
-# Settings a developer's shell may hold (SB_QUEUE_MODE, SB_MAX_ITERATIONS, a model, a collector)
-# never reach a stack a test starts: only what the test passes in ``env`` does.
-NOT_INHERITED_PREFIXES = ("SB_", "OPENAI_", "ANTHROPIC_", "OTEL_")
-
-
-def inherited_env() -> dict[str, str]:
-    """The test process's environment minus every Switchboard, model and telemetry setting."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(NOT_INHERITED_PREFIXES) and k not in MODEL_VARS
-    }
+from tests.support.workers import base_env
 
 
 @dataclass
@@ -80,15 +57,8 @@ def start_stack(
     """Run `switchboard up` in ``home``; ``args`` are appended (e.g. ``["--scale", "agent=2"]``)."""
     port = free_port()
     token = "test-token-" + os.urandom(8).hex()
-    full_env = inherited_env()
-    full_env.update(
-        {
-            "SB_GATEWAY_TOKEN": token,
-            "SB_LOG_LEVEL": "INFO",
-            "SB_EXEC_SANDBOX_UID": str(sandbox_uid()),
-            **env,
-        }
-    )
+    full_env = base_env()
+    full_env.update({"SB_GATEWAY_TOKEN": token, "SB_LOG_LEVEL": "INFO", **env})
     cmd = [
         str(Path(sys.executable).parent / "switchboard"),
         "up",

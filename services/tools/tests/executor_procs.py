@@ -34,11 +34,10 @@ from switchboard import bus, registry
 from switchboard.embedded import free_port
 from switchboard.v1 import messages_pb2
 from tests.support.servers import service_nats_env
-from tests.support.workers import sandbox_uid
+from tests.support.workers import base_env
 
 SUBJECTS = bus.Subjects()
 READY_LINE = "tool executor ready"  # logged once the TOOLS consumer is set up
-_STRIPPED = ("SB_", "OPENAI_", "ANTHROPIC_", "OTEL_")
 
 
 @dataclass
@@ -111,9 +110,8 @@ class ExecutorProcesses:
         self.workspaces = Path(tempfile.mkdtemp(prefix="sb-tools-ws-"))
         self.workspaces.chmod(0o755)
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED)},
+            **base_env(),
             "SB_NATS_URL": nats_url,
-            "SB_EXEC_SANDBOX_UID": str(sandbox_uid()),
             "SB_HOME": str(self.home),
             "SB_WORKSPACES_DIR": str(self.workspaces),
             "SB_OPS_HOST": "127.0.0.1",

@@ -40,7 +40,7 @@ from switchboard.v1 import messages_pb2
 from ..config import GatewaySettings
 from ..conversations import Conversations
 from ..metrics import POLL_HEALTHY, POLL_RESTARTS
-from .base import ChannelError
+from .base import ChannelError, OnPublish
 from .lease import ChannelLease, LeasedWork, bucket_ttl, lease_key
 from .telegram_api import BotApiError
 from .telegram_inbound import ALLOWED_UPDATES
@@ -89,7 +89,7 @@ class TelegramPoller:
         *,
         account: str,
         settings: PollSettings,
-        on_publish: Callable[[messages_pb2.InboundMessage], None] | None = None,
+        on_publish: OnPublish | None = None,
     ) -> None:
         self.api = api
         self.parse = parse
@@ -256,7 +256,7 @@ async def start_polling(
     *,
     account: str = "default",
     retry_s: float = 3.0,
-    on_publish: Callable[[messages_pb2.InboundMessage], None] | None = None,
+    on_publish: OnPublish | None = None,
     prepare: Callable[[messages_pb2.InboundMessage], Awaitable[None]] | None = None,
 ) -> Polling:
     """Poll the bot through ``api`` on this replica whenever it holds the account's lease;
