@@ -55,6 +55,11 @@ class SkillReadTool:
     def __init__(self, skills: AgentSkills) -> None:
         self.skills = skills
 
+    def offered_to(self, agent: str) -> bool:
+        """Only an agent with skills is offered the tool (its schema in every request of an
+        agent without any would be bytes for nothing)."""
+        return bool(self.skills.find(agent))
+
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(

@@ -109,7 +109,7 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
         decision = policy.allows(request.tool)
         if not decision.allowed:
             await refuse(grpc.StatusCode.PERMISSION_DENIED, "policy_denied", decision.reason)
-        offered = self.local.offered(await self.tools.specs(agent))
+        offered = self.local.offered(await self.tools.specs(agent), agent)
         spec = next((s for s in offered if s.name == request.tool), None)
         if spec is None:
             await refuse(grpc.StatusCode.NOT_FOUND, "unknown_tool", f"no tool {request.tool!r}")

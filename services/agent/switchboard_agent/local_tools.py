@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from jsonschema import Draft202012Validator, ValidationError
 from opentelemetry import trace
@@ -45,6 +45,13 @@ class LocalTool(Protocol):
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult: ...
 
 
+@runtime_checkable
+class OfferedPerAgent(Protocol):
+    """A local tool only some agents are offered (``skill_read``: agents that have skills)."""
+
+    def offered_to(self, agent: str) -> bool: ...
+
+
 def tool_error(call: CallRequest, text: str, kind: str) -> CallResult:
     return CallResult(call.call_id, text, True, {"error": kind})
 
@@ -62,9 +69,15 @@ class LocalTools:
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self._tools.values()]
 
-    def offered(self, executor_specs: Iterable[ToolSpec]) -> list[ToolSpec]:
-        """The executors' specs and the local ones (a local tool wins a name both have)."""
-        return [s for s in executor_specs if s.name not in self._tools] + self.specs()
+    def offered(self, executor_specs: Iterable[ToolSpec], agent: str) -> list[ToolSpec]:
+        """The executors' specs and the local ones ``agent`` is offered (a local tool wins a
+        name both have)."""
+        local = [
+            t.spec
+            for t in self._tools.values()
+            if not isinstance(t, OfferedPerAgent) or t.offered_to(agent)
+        ]
+        return [s for s in executor_specs if s.name not in self._tools] + local
 
     async def run_all(self, ctx: LocalContext, calls: list[CallRequest]) -> list[CallResult]:
         """Run the calls concurrently; the results in call order."""

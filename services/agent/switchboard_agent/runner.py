@@ -302,7 +302,7 @@ class Runner:
             asked = "\n".join(p.item.message.text for p in batch.items)
             if recalled := await self.memory.recall(item.agent, item.session_key, asked):
                 system = f"{system}\n\n{recalled}"
-        offered = self.local.offered(await self.tools.specs(item.agent))
+        offered = self.local.offered(await self.tools.specs(item.agent), item.agent)
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
         # The agent's chain of models (failover.py) unless the session picked its own (/model):
         # provider/model name the one that answered.

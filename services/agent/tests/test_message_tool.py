@@ -183,7 +183,7 @@ def test_the_spec_offers_message_next_to_the_executors(tool: MessageTool) -> Non
     from switchboard_agent.providers.base import ToolSpec
 
     executor = [ToolSpec("exec", "", {}), ToolSpec("message", "an old one", {})]
-    offered = LocalTools([tool]).offered(executor)
+    offered = LocalTools([tool]).offered(executor, "main")
     assert [s.name for s in offered] == ["exec", "message"]
     assert offered[1] is tool.spec and "ops" in tool.spec.description
 
