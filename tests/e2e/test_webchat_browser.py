@@ -143,3 +143,56 @@ async def test_webchat_in_a_browser(services: ServiceProcesses) -> None:
             await page.screenshot(path=str(ARTIFACTS / "webchat.png"), full_page=True)
         finally:
             await browser.close()
+
+
+async def test_a_message_sent_while_the_history_loads_stays_on_the_page(
+    services: ServiceProcesses,
+) -> None:
+    """The page loads the history after it connects and redraws the conversation from it. A
+    message sent before the history arrived (a slow gateway under load) vanished from the page
+    while its answer came (seen once in CI). Here the page's history request is held back until
+    the message is on the page, then let through before its run commits."""
+    from playwright.async_api import WebSocketRoute, async_playwright, expect
+
+    held: list[str | bytes] = []
+    servers: list[WebSocketRoute] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+        servers.append(server)
+
+        def from_page(message: str | bytes) -> None:
+            if json.loads(message).get("method") == "history":
+                held.append(message)  # sent on by the test
+            else:
+                server.send(message)
+
+        ws.on_message(from_page)
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = await browser.new_page()
+            await page.route_web_socket("**/webchat/ws", route)
+            await page.goto(f"{services.url}/webchat")
+            await page.get_by_label("Gateway token").fill(services.token)
+            await page.get_by_role("button", name="Connect").click()
+            await expect(page.get_by_role("status")).to_have_text("Connected", timeout=WAIT_MS)
+            for _ in range(600):  # the page asks for the history right after connecting
+                if held:
+                    break
+                await asyncio.sleep(0.1)
+            assert held, "the page never asked for the history"
+
+            await page.get_by_role("textbox", name="Message").fill(QUESTION)
+            await page.get_by_role("textbox", name="Message").press("Enter")
+            log = page.get_by_role("log")
+            await expect(log.locator(".msg.user")).to_have_count(1, timeout=WAIT_MS)
+            # The history now, while the run is still going (its answer streams slowly): it
+            # does not hold the question yet, and the page redraws from it.
+            servers[-1].send(held.pop())
+            await expect(log).to_contain_text("Tool said:", timeout=WAIT_MS)
+            await expect(log.locator(".msg.user")).to_have_count(1)
+            await expect(log.locator(".msg.user")).to_contain_text(QUESTION)
+        finally:
+            await browser.close()

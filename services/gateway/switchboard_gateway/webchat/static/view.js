@@ -285,6 +285,11 @@
       tools.clear();
     }
 
-    return { apply, clear, renderHistory, systemNote, userMessage };
+    // A bubble drawn before renderHistory replaced the list, put back at its end.
+    function restore(li) {
+      return add(li);
+    }
+
+    return { apply, clear, renderHistory, restore, systemNote, userMessage };
   };
 })();

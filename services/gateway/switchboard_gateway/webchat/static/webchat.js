@@ -39,6 +39,7 @@
     nextId: 1,
     pending: new Map(), // request id -> {resolve, reject}
     buffered: null, // events held while the history loads
+    echoes: null, // the user's messages drawn while the history loads
   };
 
   // --- storage -------------------------------------------------------------------------------
@@ -81,16 +82,31 @@
 
   async function loadHistory() {
     state.buffered = state.buffered || [];
+    state.echoes = state.echoes || [];
     try {
       const payload = await request("history", {});
       const done = view.renderHistory(payload.messages);
       const held = state.buffered;
+      const echoes = state.echoes;
       state.buffered = null;
+      state.echoes = null;
+      // A message sent while the history loaded is drawn again after it, unless the history
+      // already holds its run (the run's events name the messages it answers).
+      const inHistory = new Set();
+      for (const frame of held) {
+        if (done.has(frame.payload.run_id)) {
+          for (const id of frame.payload.message_ids || []) inHistory.add(id);
+        }
+      }
+      for (const li of echoes) {
+        if (!inHistory.has(li.dataset.messageId)) view.restore(li);
+      }
       for (const frame of held) {
         if (!done.has(frame.payload.run_id)) view.apply(frame);
       }
     } catch (err) {
       state.buffered = null;
+      state.echoes = null;
       view.systemNote(`Could not load the history: ${err.message}`);
     }
   }
@@ -258,6 +274,7 @@
     ui.attached.textContent = "";
     const images = files.filter((f) => f.mime.startsWith("image/")).map((f) => f.url);
     const li = view.userMessage(text, images);
+    if (state.echoes) state.echoes.push(li); // the history being loaded would wipe it
     try {
       const sent = files.map(({ data, name, mime }) => ({ data, name, mime }));
       const payload = await request("send", sent.length ? { text, attachments: sent } : { text });
