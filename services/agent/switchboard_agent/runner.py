@@ -60,6 +60,15 @@ tracer = trace.get_tracer("switchboard.agent")
 AfterCommit = Callable[[messages_pb2.LaneItem, str | None, str], Awaitable[None]]
 
 
+def stop_if_interrupted(control: RunControl) -> None:
+    """Raise the cancellation an abort or a newer message asked for, if it was lost: on
+    Python 3.11 ``asyncio.wait_for`` drops a cancellation that lands as its awaitable
+    completes (seen once in CI: an aborted run streamed on to ``end_turn``). The run's own
+    handler turns it into ``interrupted``."""
+    if control.interrupted:
+        raise asyncio.CancelledError
+
+
 def iteration_limit_note(limit: int) -> str:
     """The runner's closing note when a run reached the iteration limit (SB_MAX_ITERATIONS)."""
     return f"[stopped after {limit} model calls]"
@@ -333,6 +342,7 @@ class Runner:
                     await self._stream_text(("\n\n" if reply else "") + stop.message, events, reply)
                     record.messages.append(text_message("assistant", stop.message))
                     break
+                stop_if_interrupted(control)
                 record.iterations += 1
                 if record.iterations > 1:
                     steered = await control.take_new()
@@ -352,7 +362,7 @@ class Runner:
                 )
                 run = RunInfo(record.run_id, record.session_key, record.agent)
                 request = await self.hooks.before_model_call(run, request, record.iterations)
-                response = await self._call_model(request, events, reply, model)
+                response = await self._call_model(request, events, reply, model, control)
                 record.model = f"{model.provider}:{model.model}"
                 if compaction is not None:
                     compaction.observe(response.usage)
@@ -387,7 +397,12 @@ class Runner:
         return user_turn(items, attachments)
 
     async def _call_model(
-        self, request: ModelRequest, events: RunEvents, reply: list[str], model: Model
+        self,
+        request: ModelRequest,
+        events: RunEvents,
+        reply: list[str],
+        model: Model,
+        control: RunControl | None = None,
     ) -> ModelResponse:
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
@@ -395,6 +410,8 @@ class Runner:
             first = True
             response: ModelResponse | None = None
             async for event in model.stream(request):
+                if control is not None:
+                    stop_if_interrupted(control)
                 if isinstance(event, TextDelta):
                     if first and reply:
                         await self._stream_text("\n\n", events, reply)
