@@ -59,23 +59,31 @@ def tool_error(call: CallRequest, text: str, kind: str) -> CallResult:
 class LocalTools:
     def __init__(self, tools: Iterable[LocalTool] = ()) -> None:
         self._tools = {t.spec.name: t for t in tools}
+        # Taken once: a tool may build its spec on each read, and a spec encodes its schema once.
+        self._specs = {name: t.spec for name, t in self._tools.items()}
         self._validators = {
             name: Draft202012Validator(t.spec.parameters) for name, t in self._tools.items()
+        }
+        # Checked once: isinstance against a runtime-checkable Protocol costs ~25 us a tool,
+        # and offered() runs before every model call.
+        self._gates = {
+            name: t.offered_to for name, t in self._tools.items() if isinstance(t, OfferedPerAgent)
         }
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
     def specs(self) -> list[ToolSpec]:
-        return [t.spec for t in self._tools.values()]
+        return list(self._specs.values())
 
     def offered(self, executor_specs: Iterable[ToolSpec], agent: str) -> list[ToolSpec]:
         """The executors' specs and the local ones ``agent`` is offered (a local tool wins a
         name both have)."""
+        gates = self._gates
         local = [
-            t.spec
-            for t in self._tools.values()
-            if not isinstance(t, OfferedPerAgent) or t.offered_to(agent)
+            spec
+            for name, spec in self._specs.items()
+            if (gate := gates.get(name)) is None or gate(agent)
         ]
         return [s for s in executor_specs if s.name not in self._tools] + local
 
