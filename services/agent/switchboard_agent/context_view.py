@@ -63,8 +63,7 @@ def message_chars(message: Message) -> int:
 
 
 def request_chars(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
-    specs = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
-    return len(system) + specs + sum(message_chars(m) for m in messages)
+    return len(system) + sum(t.chars for t in tools) + sum(message_chars(m) for m in messages)
 
 
 class ContextMeter:

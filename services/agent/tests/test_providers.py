@@ -881,3 +881,19 @@ async def test_fake_stream_delay_streams_incrementally() -> None:
         assert stamps[-1] - stamps[0] >= 0.04  # deltas arrived over time, not in one write
         [call] = slow.calls
         assert call.end - call.start >= 0.1
+
+
+def test_openai_stream_body_is_the_params_with_each_schema_encoded_once() -> None:
+    model = OpenAIChatModel("m", KEY, base_url="http://127.0.0.1:9/v1")
+    note = ToolSpec(
+        "note", 'Keep a "note" — ünïcode', {"type": "object", "properties": {"x": {"enum": [1.5]}}}
+    )
+    request = ModelRequest("sys", [user("héllo")], [GET_TIME, note], max_tokens=9)
+    body = json.loads(model.stream_body(request))
+    params = model.request_params(request)
+    assert body == {**params, "stream": True, "stream_options": {"include_usage": True}}
+    # The schema text is the spec's own, kept from the first encoding on.
+    assert note.parameters_json is note.parameters_json
+    assert json.loads(note.parameters_json) == note.parameters
+    plain = json.loads(model.stream_body(ModelRequest("", [user("x")], [])))
+    assert "tools" not in plain and plain["stream"] is True

@@ -18,6 +18,7 @@ from .base import (
     ModelRequest,
     ModelResponse,
     TextDelta,
+    ToolSpec,
     Usage,
     get_field,
     parse_tool_arguments,
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 _LABEL = "The OpenAI-compatible API"
+_TOOLS_CACHED = 1024
 _KEY_ENV = "OPENAI_API_KEY"
 
 _FINISH_REASONS = {
@@ -253,6 +255,18 @@ def to_openai_messages(system: str, messages: list[dict[str, Any]]) -> list[dict
     return out
 
 
+def _tool_json(t: ToolSpec) -> str:
+    return (
+        f'{{"type":"function","function":{{"name":{_dumps(t.name)},'
+        f'"description":{_dumps(t.description)},"parameters":{t.parameters_json}}}}}'
+    )
+
+
+def _dumps(value: Any) -> str:
+    # As the SDK encodes a body (and httpx): compact, UTF-8, no NaN.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def to_openai_tools(request: ModelRequest) -> list[dict[str, Any]]:
     return [
         {
@@ -289,33 +303,60 @@ class OpenAIChatModel:
         # OpenAI's own API wants max_completion_tokens (newer models reject max_tokens);
         # compatible servers (Ollama, vLLM, older proxies) reliably understand max_tokens.
         self._official = "api.openai.com" in str(self._client.base_url)
+        # Each tool spec's JSON in a request, by spec (the entry holds the spec, so its id is
+        # not reused while cached): the specs live as long as the tool catalog.
+        self._tools_json: dict[int, tuple[ToolSpec, str]] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r})"
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The chat.completions parameters (without ``stream``) for a request."""
+        params = self._params(request)
+        if request.tools:
+            params["tools"] = to_openai_tools(request)
+        return params
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai_messages(request.system, request.messages),
         }
         params["max_completion_tokens" if self._official else "max_tokens"] = request.max_tokens
-        if request.tools:
-            params["tools"] = to_openai_tools(request)
         return params
 
+    def stream_body(self, request: ModelRequest) -> bytes:
+        """The streaming request's JSON body: :meth:`request_params` with ``stream``, the tool
+        schemas spliced in as each spec encoded them once (they are most of its bytes)."""
+        params = self._params(request)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        body = _dumps(params)
+        if request.tools:
+            tools = ",".join(self._tool_json(t) for t in request.tools)
+            body = f'{body[:-1]},"tools":[{tools}]}}'
+        return body.encode()
+
+    def _tool_json(self, spec: ToolSpec) -> str:
+        hit = self._tools_json.get(id(spec))
+        if hit is None or hit[0] is not spec:
+            if len(self._tools_json) >= _TOOLS_CACHED:
+                self._tools_json.clear()
+            hit = self._tools_json[id(spec)] = (spec, _tool_json(spec))
+        return hit[1]
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
-        params = self.request_params(request)
+        content = self.stream_body(request)
         acc = OpenAIStreamAccumulator(self.model)
         try:
-            # The body is plain JSON already; the SDK's own POST (auth, retries, SSE parsing,
+            # The body is encoded already; the SDK's own POST (auth, retries, SSE parsing,
             # errors) without create()'s per-call param transform, which walks the whole
             # transcript and was ~40% of the agent's CPU. Chunks stay plain dicts (the
             # accumulator reads both): building a pydantic model per chunk was ~15% more.
             chunks = await self._client.post(
                 "/chat/completions",
                 cast_to=ChatCompletion,
-                body={**params, "stream": True, "stream_options": {"include_usage": True}},
+                content=content,
                 options={"security": {"bearer_auth": True}},
                 stream=True,
                 stream_cls=openai.AsyncStream[object],
