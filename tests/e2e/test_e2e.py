@@ -369,9 +369,7 @@ def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: Otl
             chain.append(span.name)
         return chain
 
-    # the gateway span (or a gateway child of it, like FastAPI's own endpoint span) publishes
-    assert ids[by_name["router.route"][0].parent_id].service == "switchboard-gateway"
-    assert "gateway.receive" in ancestors("router.route")
+    assert parent("router.route") == "gateway.receive"  # the gateway span publishes
     assert ancestors("tools.execute")[-1] == "gateway.receive"  # one tree, rooted at the gateway
     assert parent("lane.enqueue") == "router.route"
     assert parent("agent.run") == "lane.enqueue"
@@ -380,6 +378,9 @@ def test_one_request_is_one_trace(stack: Stack, client: openai.OpenAI, otlp: Otl
     assert parent("tool.call") == "agent.run"
     assert parent("tools.execute") == "tool.call"
     services = {s.name: s.service for s in spans}
+    # One server span per request: FastAPI's own instrumentation (a second server span, its
+    # dependency and endpoint spans) is off.
+    assert [s.name for s in spans if s.service == "switchboard-gateway"] == ["gateway.receive"]
     assert services["gateway.receive"] == "switchboard-gateway"
     assert services["router.route"] == "switchboard-router"
     assert services["agent.run"] == "switchboard-agent"
