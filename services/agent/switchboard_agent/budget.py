@@ -27,10 +27,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from switchboard.settings import Settings
 
-from .metrics import BUDGET_STOPS, LLM_COST, LLM_UNPRICED, USAGE_WRITE_ERRORS
+from .metrics import BUDGET_STOPS, LLM_COST, LLM_UNPRICED
 from .providers.base import Usage
 from .store import RunRecord
-from .usage import Price, UsageStore, cost_usd, price_for
+from .usage import CallUsage, Price, UsageStore, cost_usd, price_for
+from .usage_writer import UsageWriter
 
 __all__ = ["Accounting", "Budget", "BudgetSettings", "BudgetStop"]
 log = logging.getLogger(__name__)
@@ -104,10 +105,10 @@ _RAISE = "To go on, an operator can raise {limit} in SB_BUDGET and restart the a
 class Accounting:
     """Records each call's usage and cost; refuses the next call once a limit is reached.
 
-    A call's usage row is written in the background (off the turn's critical path: the next
-    model call or the commit does not wait for it); a budget check first waits for the
-    session's pending writes, so a session's own usage is always counted, while another
-    session of the same agent may see it a few milliseconds late."""
+    A call's usage row is written in the background (usage_writer.py: off the turn's critical
+    path, the next model call or the commit does not wait for it); a budget check first waits
+    for the session's pending writes, so a session's own usage is always counted, while
+    another session of the same agent may see it a few milliseconds late."""
 
     def __init__(
         self, usage: UsageStore, budget: Budget | None, prices: Mapping[str, Price]
@@ -115,7 +116,12 @@ class Accounting:
         self.usage = usage
         self.budget = budget
         self.prices = prices
-        self._pending: dict[str, asyncio.Task[None]] = {}  # per session: its last write
+        self.writer = UsageWriter(usage)
+        self._pending: dict[str, asyncio.Future[None]] = {}  # per session: its last write
+
+    async def close(self) -> None:
+        """Write the usage still queued."""
+        await self.writer.close()
 
     async def check(self, record: RunRecord) -> BudgetStop | None:
         """The limit that stops the run's next model call, or None."""
@@ -181,10 +187,19 @@ class Accounting:
         else:
             LLM_COST.labels(model, record.agent).inc(cost)
         key = record.session_key
-        before = self._pending.get(key)
-        task = asyncio.create_task(self._write(before, record, model, usage, cost))
-        self._pending[key] = task
-        task.add_done_callback(lambda t: self._done(key, t))
+        written = self.writer.add(
+            CallUsage(
+                record.run_id,
+                key,
+                record.agent,
+                model,
+                usage.input_tokens,
+                usage.output_tokens,
+                cost,
+            )
+        )
+        self._pending[key] = written
+        written.add_done_callback(lambda f: self._done(key, f))
 
     async def settled(self, session_key: str) -> None:
         """Wait for the session's usage writes (a failed one was logged and counted)."""
@@ -192,24 +207,6 @@ class Accounting:
         if task is not None:
             await asyncio.wait([task])
 
-    async def _write(
-        self,
-        before: asyncio.Task[None] | None,
-        record: RunRecord,
-        model: str,
-        usage: Usage,
-        cost: float,
-    ) -> None:
-        if before is not None:
-            await asyncio.wait([before])  # a session's rows in call order
-        await self.usage.add(record.run_id, record.session_key, record.agent, model, usage, cost)
-
-    def _done(self, key: str, task: asyncio.Task[None]) -> None:
-        if self._pending.get(key) is task:
+    def _done(self, key: str, written: asyncio.Future[None]) -> None:
+        if self._pending.get(key) is written:
             del self._pending[key]
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            USAGE_WRITE_ERRORS.inc()
-            log.error("could not record model usage", exc_info=exc, extra={"session": key})

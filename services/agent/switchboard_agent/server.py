@@ -147,6 +147,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             timeout_s=settings.model_timeout_s,
         )
         accounting = Accounting(UsageStore(pool), settings.budget, settings.prices)
+        rt.stack.push_async_callback(accounting.close)  # before the pool closes
         prompts = PromptBuilder(
             WorkspaceFiles(settings.workspace_root(), settings.bootstrap_max_chars),
             settings.timezone,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .providers.base import Usage
 
-__all__ = ["Price", "Totals", "UsageRow", "UsageStore", "cost_usd", "price_for"]
+__all__ = ["CallUsage", "Price", "Totals", "UsageRow", "UsageStore", "cost_usd", "price_for"]
 
 
 class Price(BaseModel):
@@ -55,6 +55,8 @@ class Totals:
 
 @dataclass(frozen=True)
 class UsageRow:
+    """A report's row: the totals of one agent, day and model."""
+
     agent: str
     day: date
     model: str
@@ -104,23 +106,54 @@ class Spent:
     agent_day_usd: float
 
 
+@dataclass(frozen=True)
+class CallUsage:
+    """One model call's usage, as recorded."""
+
+    run_id: str
+    session_key: str
+    agent: str
+    model: str  # provider:model that answered
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
 class UsageStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
+    async def add_many(self, calls: Sequence[CallUsage]) -> None:
+        """Record calls in one statement (usage_writer.py), in their order."""
+        await self.pool.execute(
+            "INSERT INTO agent.usage (run_id, session_key, agent, model, input_tokens,"
+            " output_tokens, cost_usd) SELECT r, s, a, m, i, o, u FROM unnest($1::text[],"
+            " $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::float8[])"
+            " WITH ORDINALITY AS c(r, s, a, m, i, o, u, n) ORDER BY n",
+            [c.run_id for c in calls],
+            [c.session_key for c in calls],
+            [c.agent for c in calls],
+            [c.model for c in calls],
+            [c.input_tokens for c in calls],
+            [c.output_tokens for c in calls],
+            [c.cost_usd for c in calls],
+        )
+
     async def add(
         self, run_id: str, session_key: str, agent: str, model: str, usage: Usage, cost: float
     ) -> None:
-        await self.pool.execute(
-            "INSERT INTO agent.usage (run_id, session_key, agent, model, input_tokens,"
-            " output_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            run_id,
-            session_key,
-            agent,
-            model,
-            usage.input_tokens,
-            usage.output_tokens,
-            cost,
+        await self.add_many(
+            [
+                CallUsage(
+                    run_id,
+                    session_key,
+                    agent,
+                    model,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    cost,
+                )
+            ]
         )
 
     async def spent(self, session_key: str, agent: str) -> Spent:

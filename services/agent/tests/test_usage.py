@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import sessions_pb2
@@ -133,3 +134,63 @@ class Context:
 
     async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
         raise Aborted(code, details)
+
+
+class CountingStore(UsageStore):
+    """The real store, counting its statements."""
+
+    def __init__(self, pool: Any) -> None:
+        super().__init__(pool)
+        self.statements: list[int] = []
+
+    async def add_many(self, calls: Any) -> None:
+        self.statements.append(len(calls))
+        await super().add_many(calls)
+
+
+async def test_calls_queued_together_share_one_statement_in_order(store: SessionStore) -> None:
+    counting = CountingStore(store.pool)
+    acc = Accounting(counting, None, PRICES)
+    records = [run(session=f"main:api:s{i % 3}", run_id=f"run_b{i}") for i in range(30)]
+    for i, record in enumerate(records):  # thirty calls finish before the writer runs
+        await acc.add(record, "openai:gpt-x", Usage(i + 1, 0))
+    for key in {r.session_key for r in records}:
+        await acc.settled(key)
+    assert sum(counting.statements) == 30
+    assert len(counting.statements) <= 2, counting.statements  # not one statement per call
+    rows = await store.pool.fetch(
+        "SELECT run_id, input_tokens FROM agent.usage WHERE run_id LIKE 'run_b%' ORDER BY id"
+    )
+    assert [(r["run_id"], r["input_tokens"]) for r in rows] == [
+        (f"run_b{i}", i + 1) for i in range(30)
+    ]
+    # A call after close() is still written.
+    await acc.close()
+    await acc.add(run(run_id="run_late"), "openai:gpt-x", Usage(7, 0))
+    await acc.settled("main:api:a")
+    await acc.close()
+    assert await store.pool.fetchval("SELECT count(*) FROM agent.usage WHERE run_id = 'run_late'")
+
+
+async def test_a_failed_write_is_counted_and_the_writer_goes_on(store: SessionStore) -> None:
+    class Failing(UsageStore):
+        fail = True
+
+        async def add_many(self, calls: Any) -> None:
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("database away")
+            await super().add_many(calls)
+
+    acc = Accounting(Failing(store.pool), None, PRICES)
+    errors = REGISTRY.get_sample_value("sb_agent_usage_write_errors_total") or 0.0
+    await acc.add(run(run_id="run_lost"), "openai:gpt-x", Usage(1, 0))
+    await acc.settled("main:api:a")  # done, not raising
+    assert REGISTRY.get_sample_value("sb_agent_usage_write_errors_total") == errors + 1
+    await acc.add(run(run_id="run_kept"), "openai:gpt-x", Usage(2, 0))
+    await acc.settled("main:api:a")
+    kept = await store.pool.fetch(
+        "SELECT run_id FROM agent.usage WHERE run_id IN ('run_lost', 'run_kept')"
+    )
+    assert [r["run_id"] for r in kept] == ["run_kept"]
+    await acc.close()
