@@ -402,7 +402,7 @@ class Runner:
         events: RunEvents,
         reply: list[str],
         model: Model,
-        control: RunControl | None = None,
+        control: RunControl,
     ) -> ModelResponse:
         start = time.perf_counter()
         with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
@@ -410,8 +410,7 @@ class Runner:
             first = True
             response: ModelResponse | None = None
             async for event in model.stream(request):
-                if control is not None:
-                    stop_if_interrupted(control)
+                stop_if_interrupted(control)
                 if isinstance(event, TextDelta):
                     if first and reply:
                         await self._stream_text("\n\n", events, reply)
