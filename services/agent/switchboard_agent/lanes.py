@@ -144,18 +144,26 @@ class LaneManager:
         token = session_token(lane.key)
         while True:
             lease = await self._acquire(token)
-            state = await self.store.lane_state(lane.key)
-            lane.cursor, lane.queue_mode = state.cursor, state.queue_mode
             if lease is None:
+                state = await self.store.lane_state(lane.key)
+                lane.cursor, lane.queue_mode = state.cursor, state.queue_mode
                 return
-            ACTIVE_LANES.inc()
-            await self.runner.hooks.session(HookName.SESSION_START, lane.key)
+            # From here on the lease is released whatever fails: it renews itself until then,
+            # and a leaked one locks the session out of every replica for the process's life.
+            owning = False
             try:
+                state = await self.store.lane_state(lane.key)
+                lane.cursor, lane.queue_mode = state.cursor, state.queue_mode
+                ACTIVE_LANES.inc()
+                owning = True
+                await self.runner.hooks.session(HookName.SESSION_START, lane.key)
                 await self._own(lane, lease, state)
             finally:
-                ACTIVE_LANES.dec()
+                if owning:
+                    ACTIVE_LANES.dec()
                 await lease.release()
-                await self.runner.hooks.session(HookName.SESSION_END, lane.key)
+                if owning:
+                    await self.runner.hooks.session(HookName.SESSION_END, lane.key)
             # Once more after the release: an item may have arrived after the last read.
             if not await self._next(lane):
                 return

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import nats
@@ -146,3 +147,31 @@ async def test_collect_merges_pending_items_into_one_run(env: Env) -> None:
     assert [m["role"] for m in transcript] == ["user", "assistant"]
     assert [b["text"] for b in transcript[0]["content"]] == ["c0", "c1", "c2"]
     assert await env.pool.fetchval("SELECT count(*) FROM agent.runs") == 1
+
+
+async def test_a_database_error_after_taking_the_lease_lets_it_go(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL away just after the lease was taken: the delivery fails (NAKed), and the
+    lease is released, so the redelivery runs the item (a leaked lease renews itself and
+    locks the session out for good)."""
+    await enqueue(env, "s:pg", "still here", "mpg")
+    real = env.store.lane_state
+    failures = [ConnectionError("PostgreSQL is restarting")]
+
+    async def lane_state(key: str) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(key)
+
+    monkeypatch.setattr(env.store, "lane_state", lane_state)
+    sub = await bus.durable_pull(env.js, env.subjects.stream("LANES"), "pg", env.subjects.lanes())
+    [msg] = await sub.fetch(1, timeout=5)
+    with pytest.raises(ConnectionError):
+        await deliver(env, msg)
+    await msg.nak()  # as the PullWorker does when the handler raises
+    [again] = await sub.fetch(1, timeout=5)
+    await deliver(env, again)
+    assert user_texts(await env.store.transcript("s:pg")) == ["still here"]
+    with pytest.raises(nats.js.errors.KeyNotFoundError):  # released, not left renewing
+        await env.leases.kv.get(session_token("s:pg"))
