@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from . import registry
+from . import loops, registry
 from .errors import SwitchboardError
 from .logs import setup_logging
 from .settings import CommonSettings, Settings, describe
@@ -201,7 +201,7 @@ def main(names: Sequence[str], environ: Mapping[str, str]) -> int:
     setup_process("+".join(s.name for s in services), settings)
     failures: list[BaseException] = []
     try:
-        asyncio.run(serve_services(names, environ))
+        loops.run(serve_services(names, environ), settings.event_loop)
     except* SwitchboardError as group:  # a configuration problem: said in one line
         failures.extend(group.exceptions)
     for failure in failures:

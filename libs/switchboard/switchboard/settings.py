@@ -25,6 +25,8 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from .loops import EventLoop
+
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("sb_settings_environ", default=None)
 
 
@@ -163,6 +165,8 @@ class CommonSettings(Settings):
     )
     # service.name of the traces; empty: the registry's rule, switchboard-<service>.
     otel_service_name: str = Field(default="", validation_alias=env_alias("OTEL_SERVICE_NAME"))
+    # The event loop (switchboard.loops): auto = uvloop when installed.
+    event_loop: EventLoop = EventLoop.AUTO
 
     @field_validator("subject_prefix")
     @classmethod

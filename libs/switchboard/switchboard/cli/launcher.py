@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from switchboard import registry
+from switchboard import loops, registry
 from switchboard.cli.home import (
     Home,
     HomeError,
@@ -100,7 +100,7 @@ class Launcher:
 
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM/SIGHUP; the exit code."""
-        return asyncio.run(self._serve_with_signals())
+        return loops.run(self._serve_with_signals(), self.settings.event_loop)
 
     async def _serve_with_signals(self) -> int:
         stop = asyncio.Event()

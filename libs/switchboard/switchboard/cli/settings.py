@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
 
+from switchboard.loops import EventLoop
 from switchboard.settings import Settings, default_home
 
 DEFAULT_HTTP_PORT = 8080
@@ -27,6 +28,7 @@ class LauncherSettings(Settings):
     gateway_token: SecretStr | None = None  # SB_GATEWAY_TOKEN: else the stored/new one
     service_token: SecretStr | None = None  # SB_SERVICE_TOKEN: else the stored/new one
     processes: bool = False  # SB_PROCESSES: one process per service (as `up --processes`)
+    event_loop: EventLoop = EventLoop.AUTO  # SB_EVENT_LOOP (switchboard.loops)
     # SB_GATEWAY_URL: the running gateway the admin commands talk to (default: loopback on
     # SB_HTTP_PORT)
     gateway_url: str = ""
