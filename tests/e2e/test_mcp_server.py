@@ -7,7 +7,9 @@ token is a 401. One system for the module."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -80,8 +82,14 @@ async def test_tools_are_listed_and_a_message_is_answered_and_recorded(
         # The fake model was asked; the answer did not come from anywhere else.
         assert [c.request.last_user_text for c in services.llm.calls] == ["hello there"]  # type: ignore[attr-defined]
 
-        listed = data_of(await mcp.call_tool("list_sessions", {}))
-        keys = {s["session_key"]: s for s in listed["sessions"]}
+        # The usage row is written off the answer's path (usage_writer.py): wait for it.
+        deadline = time.monotonic() + 10
+        while True:
+            listed = data_of(await mcp.call_tool("list_sessions", {}))
+            keys = {s["session_key"]: s for s in listed["sessions"]}
+            if keys["main:mcp:desk"]["usage"]["calls"] or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
         assert keys["main:mcp:desk"]["message_count"] == 2
         assert keys["main:mcp:desk"]["agent"] == "main"
         assert keys["main:mcp:desk"]["usage"]["calls"] == 1  # the one model call above

@@ -124,20 +124,16 @@ class UsageStore:
         self.pool = pool
 
     async def add_many(self, calls: Sequence[CallUsage]) -> None:
-        """Record calls in one statement (usage_writer.py), in their order."""
-        await self.pool.execute(
+        """Record calls in one round trip and transaction (usage_writer.py), in their order."""
+        await self.pool.executemany(
             "INSERT INTO agent.usage (run_id, session_key, agent, model, input_tokens,"
-            " output_tokens, cost_usd) SELECT r, s, a, m, i, o, u FROM unnest($1::text[],"
-            " $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::float8[])"
-            " WITH ORDINALITY AS c(r, s, a, m, i, o, u, n) ORDER BY n",
-            [c.run_id for c in calls],
-            [c.session_key for c in calls],
-            [c.agent for c in calls],
-            [c.model for c in calls],
-            [c.input_tokens for c in calls],
-            [c.output_tokens for c in calls],
-            [c.cost_usd for c in calls],
-        )
+            " output_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            [
+                (c.run_id, c.session_key, c.agent, c.model, c.input_tokens, c.output_tokens,
+                 c.cost_usd)
+                for c in calls
+            ],
+        )  # fmt: skip
 
     async def add(
         self, run_id: str, session_key: str, agent: str, model: str, usage: Usage, cost: float
