@@ -1,10 +1,11 @@
-"""Usage rows written in the background, in order, as many in one statement as are waiting.
+"""Usage rows written in the background, in order, as many in one batch as are waiting.
 
-One INSERT per model call cost a statement, a transaction and a commit each (two per turn of a
-tool-using answer). Here one task writes: whatever calls queued while the last statement ran
-go together in the next one, so under load many calls share a statement, and a lone call is
-written at once (no timer). A batch that fails is logged and counted, its rows are dropped
-(usage is reporting, never worth failing a run for) and the writer goes on.
+One INSERT per model call cost a round trip, a transaction and a commit each (two per turn of
+a tool-using answer). Here one task writes: whatever calls queued while the last batch was
+written go together in the next one (one round trip and transaction), so under load many
+calls share a commit, and a lone call is written at once (no timer). A batch that fails is
+logged and counted, its rows are dropped (usage is reporting, never worth failing a run for)
+and the writer goes on.
 """
 
 from __future__ import annotations
