@@ -29,8 +29,9 @@ class UsageWriter:
         self._closed = False
 
     def add(self, row: CallUsage) -> asyncio.Future[None]:
-        """Queue a row; the future is done once the statement holding it has run (it never
-        raises: a failed write is logged and counted here)."""
+        """Queue a row; the future is done once the batch holding it has been written (it never
+        raises: a failed write is logged and counted here; a batch cut short by the writer's
+        cancellation at shutdown is done too, so no one waits on it forever)."""
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
         self._rows.append(row)
@@ -54,8 +55,10 @@ class UsageWriter:
             rows, batch = self._rows, self._batch
             self._rows, self._batch = [], None
             if rows and batch is not None:
-                await self._write(rows)
-                batch.set_result(None)
+                try:
+                    await self._write(rows)
+                finally:
+                    batch.set_result(None)
             if self._closed and not self._rows:
                 return
 

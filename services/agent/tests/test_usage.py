@@ -4,6 +4,7 @@ usage write is counted before its check, and Sessions.Usage / Sessions.List repo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -19,7 +20,8 @@ from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.providers.base import Usage
 from switchboard_agent.sessions_api import SessionsService
 from switchboard_agent.store import RunRecord, SessionStore
-from switchboard_agent.usage import Price, UsageStore
+from switchboard_agent.usage import CallUsage, Price, UsageStore
+from switchboard_agent.usage_writer import UsageWriter
 
 PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0), "claude-y": Price(input=3, output=15)}
 
@@ -194,3 +196,19 @@ async def test_a_failed_write_is_counted_and_the_writer_goes_on(store: SessionSt
     )
     assert [r["run_id"] for r in kept] == ["run_kept"]
     await acc.close()
+
+
+async def test_a_batch_cut_short_at_shutdown_does_not_leave_its_waiters_hanging(
+    store: SessionStore,
+) -> None:
+    class Stuck(UsageStore):
+        async def add_many(self, calls: Any) -> None:
+            await asyncio.Event().wait()  # a write that never finishes, until cancelled
+
+    writer = UsageWriter(Stuck(store.pool))
+    row = CallUsage("run_stuck", "main:api:a", "main", "openai:gpt-x", 1, 0, 0.0)
+    done = writer.add(row)
+    await asyncio.sleep(0)  # the writer task takes the batch
+    assert writer._task is not None and not done.done()
+    writer._task.cancel()  # as the process's tasks are cancelled at shutdown
+    await asyncio.wait_for(asyncio.shield(done), 10)  # resolved, not hanging

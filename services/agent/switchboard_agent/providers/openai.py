@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 _LABEL = "The OpenAI-compatible API"
-_TOOLS_CACHED = 1024
 _KEY_ENV = "OPENAI_API_KEY"
 
 _FINISH_REASONS = {
@@ -303,9 +302,6 @@ class OpenAIChatModel:
         # OpenAI's own API wants max_completion_tokens (newer models reject max_tokens);
         # compatible servers (Ollama, vLLM, older proxies) reliably understand max_tokens.
         self._official = "api.openai.com" in str(self._client.base_url)
-        # Each tool spec's JSON in a request, by spec (the entry holds the spec, so its id is
-        # not reused while cached): the specs live as long as the tool catalog.
-        self._tools_json: dict[int, tuple[ToolSpec, str]] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r})"
@@ -333,17 +329,9 @@ class OpenAIChatModel:
         params["stream_options"] = {"include_usage": True}
         body = _dumps(params)
         if request.tools:
-            tools = ",".join(self._tool_json(t) for t in request.tools)
+            tools = ",".join(_tool_json(t) for t in request.tools)
             body = f'{body[:-1]},"tools":[{tools}]}}'
         return body.encode()
-
-    def _tool_json(self, spec: ToolSpec) -> str:
-        hit = self._tools_json.get(id(spec))
-        if hit is None or hit[0] is not spec:
-            if len(self._tools_json) >= _TOOLS_CACHED:
-                self._tools_json.clear()
-            hit = self._tools_json[id(spec)] = (spec, _tool_json(spec))
-        return hit[1]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         content = self.stream_body(request)
