@@ -17,7 +17,7 @@ from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, probe_sand
 from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 from switchboard_tools.workspace import ensure_workspace
 
-from .sandbox_checks import SANDBOX_UID, skip_or_fail
+from .sandbox_checks import SANDBOX_UID, skip_or_fail, workspace_born
 
 Call = Callable[..., Awaitable[ToolOutput]]
 
@@ -66,7 +66,9 @@ def workspace() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="sb-tools-test-"))
     root.chmod(0o711)
     try:
-        yield ensure_workspace(root / "workspaces", "agent-1")
+        workspace = ensure_workspace(root / "workspaces", "agent-1")
+        workspace_born(workspace)
+        yield workspace
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -18,6 +18,7 @@ from typing import NoReturn
 import psutil
 import pytest
 
+from switchboard_tools.sandbox import child
 from tests.support.workers import sandbox_uid
 
 # The dedicated uid sandboxed commands run as when the executor is root (LayeredSandbox): this
@@ -57,18 +58,44 @@ def _home(proc: psutil.Process) -> str | None:
         return None
 
 
+# When each test's workspace was made (boot-clock seconds, see :func:`moment`), by path: a
+# zombie of the sandbox uid born before it is not that test's survivor.
+_WORKSPACE_BORN: dict[str, float] = {}
+
+
+def moment() -> float:
+    """Now, on the clock of ``psutil.Process.create_time`` (boot time + uptime), so that it
+    compares with a process's start without the wall clock's drift against it."""
+    with open("/proc/uptime") as f:
+        return psutil.boot_time() + float(f.read().split()[0])
+
+
+def workspace_born(workspace: Path) -> None:
+    """Note that ``workspace`` was just made for a test (the ``workspace`` fixture)."""
+    _WORKSPACE_BORN[str(workspace)] = moment()
+
+
 def sandbox_processes(workspace: Path, uid: int | None = None) -> list[psutil.Process]:
     """Processes a sandbox started in ``workspace`` that still exist. Running ones are found by
     their environment (every sandboxed process starts with ``HOME=<workspace>``, and the
     workspace is a fresh temporary directory, so other tests' processes never match); with
     ``uid``, zombies of that uid left for this process to reap count too (they still count
-    against the uid's process limit)."""
+    against the uid's process limit), if they started after the workspace was made: this
+    process is the subreaper of every orphan below it, and an orphan of an earlier test's
+    killed stack or executor (the same uid: it is this test worker's) may end, and wait for
+    reaping, at any time."""
     me = os.getpid()
+    born = _WORKSPACE_BORN.get(str(workspace), 0.0)
     found: list[psutil.Process] = []
     for proc in psutil.process_iter():
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
-                if uid is not None and proc.ppid() == me and proc.uids().real == uid:
+                if (
+                    uid is not None
+                    and proc.ppid() == me
+                    and proc.uids().real == uid
+                    and proc.create_time() >= born - 0.05  # the clock's 10 ms ticks
+                ):
                     found.append(proc)
                 continue
         except psutil.Error:
@@ -114,10 +141,19 @@ def sandbox_commands(workspace: Path) -> list[list[str]]:
 
 
 def _describe(proc: psutil.Process) -> str:
+    """Enough to tell whose a survivor is: a zombie has no command line, but its name, parent,
+    uid and whether this process still awaits it as a child of its own (child._ACTIVE)."""
     try:
-        return f"{proc.status()} {proc.cmdline()}"
+        with proc.oneshot():
+            what = f"{proc.status()} {proc.name()!r} ppid={proc.ppid()} uid={proc.uids().real}"
+    except psutil.Error as exc:
+        return f"gone ({type(exc).__name__})"
+    if proc.pid in child._ACTIVE:
+        what += " awaited"
+    try:
+        return f"{what} {proc.cmdline()}"
     except psutil.Error:
-        return "?"
+        return what
 
 
 @dataclass(frozen=True)
