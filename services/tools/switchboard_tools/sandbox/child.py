@@ -28,8 +28,6 @@ _ACTIVE: set[int] = set()
 # Launches in flight: their child exists before its pid is known, so no reaping meanwhile
 # (a quick command could be a zombie already, and reaping it would steal asyncio's status).
 _LAUNCHING = 0
-# When orphans are reaped again after a call finishes.
-_REAP_DELAYS_S = (0.2, 1.0, 3.0, 6.0, 10.0)
 
 
 def become_subreaper() -> bool:
@@ -45,27 +43,80 @@ def become_subreaper() -> bool:
 
 def reap_orphans() -> int:
     """Reap zombie children that are not ours to await (orphans reparented to us)."""
-    if _LAUNCHING:
-        return 0  # a later call (they are scheduled after every finish) catches up
-    me = os.getpid()
-    reaped = 0
+    return _reap(_scan())
+
+
+# How often orphans still dying are looked at again, and for how long at most.
+_SETTLE_POLL_S = 0.5
+_SETTLE_MAX_S = 120.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat gives a process's start in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
+
+
+def _scan() -> dict[int, tuple[bytes, int, int]]:
+    """Every process: pid -> (state, parent pid, start in boot ticks)."""
+    procs: dict[int, tuple[bytes, int, int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0
+        return procs
     for entry in entries:
-        if not entry.isdigit() or int(entry) in _ACTIVE:
+        if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] == b"Z" and int(fields[1]) == me:
+        procs[int(entry)] = (fields[0], int(fields[1]), int(fields[19]))
+    return procs
+
+
+def _reap(procs: dict[int, tuple[bytes, int, int]]) -> int:
+    if _LAUNCHING:
+        return 0  # a later call (they are scheduled after every finish) catches up
+    me = os.getpid()
+    reaped = 0
+    for pid, (state, ppid, _) in procs.items():
+        if state == b"Z" and ppid == me and pid not in _ACTIVE:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry), os.WNOHANG)
+                os.waitpid(pid, os.WNOHANG)
                 reaped += 1
     return reaped
+
+
+def _dying(procs: dict[int, tuple[bytes, int, int]], since: int) -> bool:
+    """Is a process started at or after ``since`` still alive below this one, outside the
+    children someone awaits? Such a process (say bubblewrap's pid-1 helper, tearing down its
+    namespace after a kill) becomes a zombie of ours later: on a loaded host, many seconds
+    later."""
+    me = os.getpid()
+    for pid, (state, ppid, start) in procs.items():
+        if start < since or state == b"Z" or pid in _ACTIVE:
+            continue
+        seen = 0
+        while ppid not in (me, 0, 1) and ppid not in _ACTIVE and seen < 64:
+            ppid = procs[ppid][1] if ppid in procs else 0
+            seen += 1
+        if ppid == me:
+            return True
+    return False
+
+
+def reap_until_settled(since: int, until: float | None = None) -> None:
+    """Reap orphans now and again every :data:`_SETTLE_POLL_S` while processes started since
+    ``since`` (a finished call's) are still dying below us, for at most
+    :data:`_SETTLE_MAX_S`."""
+    procs = _scan()
+    _reap(procs)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + _SETTLE_MAX_S if until is None else until
+    if loop.time() < until and (_LAUNCHING or _dying(procs, since)):
+        loop.call_later(_SETTLE_POLL_S, reap_until_settled, since, until)
 
 
 def kill_group(pgid: int) -> None:
@@ -193,11 +244,13 @@ class Child:
         proc: asyncio.subprocess.Process,
         sink: Output | RingOutput,
         started: float,
+        born: int,
         on_chunk: Callable[[bytes], None] | None,
         drain_limit_bytes: int | None,
     ) -> None:
         self.pgid = proc.pid  # start_new_session: the child leads its own process group
         _ACTIVE.add(self.pgid)
+        self.born = born  # boot ticks just before the launch: its processes start after
         self.sink = sink
         self.started = started
         self.ended: float | None = None
@@ -232,9 +285,9 @@ class Child:
         read, the group is killed (so ``yes`` cannot burn CPU for the whole timeout)."""
         if not argv:
             raise ValueError("empty argv")
-        started = time.monotonic()
+        started, born = time.monotonic(), boot_ticks()
         proc, read_fd = await _launch(argv, cwd, env, options)
-        child = cls(proc, sink, started, on_chunk, drain_limit_bytes)
+        child = cls(proc, sink, started, born, on_chunk, drain_limit_bytes)
         try:
             child._pipe = os.fdopen(read_fd, "rb", buffering=0)
         except BaseException:
@@ -326,11 +379,9 @@ class Child:
             else:
                 _ACTIVE.discard(self.pgid)
             # Killed leftovers become zombies a moment later, later still on a loaded host
-            # (a reap skipped while another launch is in flight is caught by the next one).
-            reap_orphans()
-            loop = asyncio.get_running_loop()
-            for delay in _REAP_DELAYS_S:
-                loop.call_later(delay, reap_orphans)
+            # (a reap skipped while another launch is in flight is caught by the next one):
+            # reaped now, then again while any of them is still dying.
+            reap_until_settled(self.born)
             self.ended = time.monotonic()
             self.finished.set()
             self.activity.set()
