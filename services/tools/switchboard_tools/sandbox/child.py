@@ -28,6 +28,9 @@ _ACTIVE: set[int] = set()
 # Launches in flight: their child exists before its pid is known, so no reaping meanwhile
 # (a quick command could be a zombie already, and reaping it would steal asyncio's status).
 _LAUNCHING = 0
+# When orphans are reaped again after a call finishes, whatever :func:`reap_until_settled`
+# judges still to be dying.
+_REAP_DELAYS_S = (0.2, 1.0, 3.0, 6.0, 10.0)
 
 
 def become_subreaper() -> bool:
@@ -89,17 +92,17 @@ def _reap(procs: dict[int, tuple[bytes, int, int]]) -> int:
     return reaped
 
 
-def _dying(procs: dict[int, tuple[bytes, int, int]], since: int) -> bool:
+def _dying(procs: dict[int, tuple[bytes, int, int]], since: int, own: int) -> bool:
     """Is a process started at or after ``since`` still alive below this one, outside the
     children someone awaits? Such a process (say bubblewrap's pid-1 helper, tearing down its
     namespace after a kill) becomes a zombie of ours later: on a loaded host, many seconds
-    later."""
+    later. ``own``: the call's own child, whose processes count even while it is awaited."""
     me = os.getpid()
     for pid, (state, ppid, start) in procs.items():
-        if start < since or state == b"Z" or pid in _ACTIVE:
+        if start < since or state == b"Z" or (pid in _ACTIVE and pid != own):
             continue
         seen = 0
-        while ppid not in (me, 0, 1) and ppid not in _ACTIVE and seen < 64:
+        while ppid not in (me, 0, 1) and (ppid == own or ppid not in _ACTIVE) and seen < 64:
             ppid = procs[ppid][1] if ppid in procs else 0
             seen += 1
         if ppid == me:
@@ -107,16 +110,16 @@ def _dying(procs: dict[int, tuple[bytes, int, int]], since: int) -> bool:
     return False
 
 
-def reap_until_settled(since: int, until: float | None = None) -> None:
+def reap_until_settled(since: int, own: int, until: float | None = None) -> None:
     """Reap orphans now and again every :data:`_SETTLE_POLL_S` while processes started since
-    ``since`` (a finished call's) are still dying below us, for at most
-    :data:`_SETTLE_MAX_S`."""
+    ``since`` (a finished call's, whose child is ``own``) are still dying below us, for at
+    most :data:`_SETTLE_MAX_S`."""
     procs = _scan()
     _reap(procs)
     loop = asyncio.get_running_loop()
     until = loop.time() + _SETTLE_MAX_S if until is None else until
-    if loop.time() < until and (_LAUNCHING or _dying(procs, since)):
-        loop.call_later(_SETTLE_POLL_S, reap_until_settled, since, until)
+    if loop.time() < until and (_LAUNCHING or _dying(procs, since, own)):
+        loop.call_later(_SETTLE_POLL_S, reap_until_settled, since, own, until)
 
 
 def kill_group(pgid: int) -> None:
@@ -380,8 +383,11 @@ class Child:
                 _ACTIVE.discard(self.pgid)
             # Killed leftovers become zombies a moment later, later still on a loaded host
             # (a reap skipped while another launch is in flight is caught by the next one):
-            # reaped now, then again while any of them is still dying.
-            reap_until_settled(self.born)
+            # reaped now, again while any of them is still dying, and at fixed delays.
+            reap_until_settled(self.born, self.pgid)
+            loop = asyncio.get_running_loop()
+            for delay in _REAP_DELAYS_S:
+                loop.call_later(delay, reap_orphans)
             self.ended = time.monotonic()
             self.finished.set()
             self.activity.set()
