@@ -93,13 +93,14 @@ def _reap(procs: dict[int, tuple[bytes, int, int]]) -> int:
 
 
 def _dying(procs: dict[int, tuple[bytes, int, int]], since: int, own: int) -> bool:
-    """Is a process started at or after ``since`` still alive below this one, outside the
-    children someone awaits? Such a process (say bubblewrap's pid-1 helper, tearing down its
-    namespace after a kill) becomes a zombie of ours later: on a loaded host, many seconds
-    later. ``own``: the call's own child, whose processes count even while it is awaited."""
+    """Is a process started at or after ``since`` still below this one, outside the children
+    someone awaits? Such a process (say bubblewrap's pid-1 helper, tearing down its namespace
+    after a kill) becomes a zombie of ours later: on a loaded host, many seconds later. A
+    zombie counts too (one more look confirms it was reaped). ``own``: the call's own child,
+    whose processes count even while it is awaited."""
     me = os.getpid()
-    for pid, (state, ppid, start) in procs.items():
-        if start < since or state == b"Z" or (pid in _ACTIVE and pid != own):
+    for pid, (_, ppid, start) in procs.items():
+        if start < since or (pid in _ACTIVE and pid != own):
             continue
         seen = 0
         while ppid not in (me, 0, 1) and (ppid == own or ppid not in _ACTIVE) and seen < 64:
