@@ -195,3 +195,60 @@ def _link_target(dirfd: int, name: str) -> str | None:
         return os.readlink(name, dir_fd=dirfd)
     except OSError:
         return None  # changed meanwhile: the original error stands
+
+
+class NotRegular(OSError):
+    """The path names something other than a regular file (a directory, a FIFO, a device)."""
+
+
+class TooLarge(OSError):
+    """The file is larger than the caller reads."""
+
+
+def open_no_symlinks(dirfd: int, path: str, flags: int) -> int:
+    """Open ``path`` (relative) beneath ``dirfd`` following no symlink at all, inside or out
+    (``ELOOP`` for one), and no ``..``: what a service reading a file that an untrusted command
+    may have planted uses (the memory indexer, file watchers)."""
+    parts = _parts(path)
+    if not parts or path.startswith("/") or ".." in parts:
+        raise _escape(path)
+    if resolver() == "openat2":
+        resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+        return openat2(dirfd, path, flags | os.O_NOFOLLOW, 0, resolve)
+    stack: list[int] = []
+    try:
+        for name in parts[:-1]:
+            step = O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC
+            stack.append(os.open(name, step, dir_fd=stack[-1] if stack else dirfd))
+        last = stack[-1] if stack else dirfd
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=last)
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def read_regular(dirfd: int, path: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` beneath ``dirfd``, opened with
+    :func:`open_no_symlinks` (never blocking on a FIFO); :class:`NotRegular` for anything
+    else, :class:`TooLarge` past ``max_bytes``, ``OSError`` as the kernel says otherwise
+    (``ENOENT``, ``ELOOP`` for a symlink, ``EXDEV`` for a way out)."""
+    fd = open_no_symlinks(dirfd, path, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(errno.EINVAL, "not a regular file", path)
+        if st.st_size > max_bytes:
+            raise TooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
+        chunks: list[bytes] = []
+        total = 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:  # grew while it was read
+            raise TooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

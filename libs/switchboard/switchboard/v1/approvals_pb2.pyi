@@ -97,18 +97,20 @@ class InvokeToolResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., text: _Optional[str] = ..., details_json: _Optional[str] = ..., isolation_json: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class ChatDecision(_message.Message):
-    __slots__ = ("approval_id", "approve", "reason", "sender", "session_key")
+    __slots__ = ("approval_id", "approve", "reason", "sender", "session_key", "role")
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     APPROVE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     approval_id: str
     approve: bool
     reason: str
     sender: str
     session_key: str
-    def __init__(self, approval_id: _Optional[str] = ..., approve: _Optional[bool] = ..., reason: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ...) -> None: ...
+    role: str
+    def __init__(self, approval_id: _Optional[str] = ..., approve: _Optional[bool] = ..., reason: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
 
 class ChatDecisionResult(_message.Message):
     __slots__ = ("outcome", "approval_id", "status", "tool")

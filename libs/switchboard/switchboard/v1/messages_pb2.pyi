@@ -35,7 +35,7 @@ class ContextMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class InboundMessage(_message.Message):
-    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context", "deliver_to", "reply_context", "edited")
+    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context", "deliver_to", "reply_context", "edited", "role")
     class ReplyContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class InboundMessage(_message.Message):
     DELIVER_TO_FIELD_NUMBER: _ClassVar[int]
     REPLY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     EDITED_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     channel: str
     account: str
     sender: str
@@ -77,24 +78,27 @@ class InboundMessage(_message.Message):
     deliver_to: DeliveryTarget
     reply_context: _containers.ScalarMap[str, str]
     edited: bool
-    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ..., deliver_to: _Optional[_Union[DeliveryTarget, _Mapping]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., edited: _Optional[bool] = ...) -> None: ...
+    role: str
+    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ..., deliver_to: _Optional[_Union[DeliveryTarget, _Mapping]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., edited: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
 
 class LaneItem(_message.Message):
-    __slots__ = ("session_key", "agent", "message", "queue_mode", "enqueued_at_ms")
+    __slots__ = ("session_key", "agent", "message", "queue_mode", "enqueued_at_ms", "standing")
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_MODE_FIELD_NUMBER: _ClassVar[int]
     ENQUEUED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STANDING_FIELD_NUMBER: _ClassVar[int]
     session_key: str
     agent: str
     message: InboundMessage
     queue_mode: str
     enqueued_at_ms: int
-    def __init__(self, session_key: _Optional[str] = ..., agent: _Optional[str] = ..., message: _Optional[_Union[InboundMessage, _Mapping]] = ..., queue_mode: _Optional[str] = ..., enqueued_at_ms: _Optional[int] = ...) -> None: ...
+    standing: str
+    def __init__(self, session_key: _Optional[str] = ..., agent: _Optional[str] = ..., message: _Optional[_Union[InboundMessage, _Mapping]] = ..., queue_mode: _Optional[str] = ..., enqueued_at_ms: _Optional[int] = ..., standing: _Optional[str] = ...) -> None: ...
 
 class ToolCall(_message.Message):
-    __slots__ = ("call_id", "run_id", "session_key", "agent", "tool", "args_json", "profile", "timeout_s")
+    __slots__ = ("call_id", "run_id", "session_key", "agent", "tool", "args_json", "profile", "timeout_s", "workspace_session")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +107,7 @@ class ToolCall(_message.Message):
     ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_SESSION_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     run_id: str
     session_key: str
@@ -111,7 +116,8 @@ class ToolCall(_message.Message):
     args_json: str
     profile: str
     timeout_s: float
-    def __init__(self, call_id: _Optional[str] = ..., run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., tool: _Optional[str] = ..., args_json: _Optional[str] = ..., profile: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    workspace_session: str
+    def __init__(self, call_id: _Optional[str] = ..., run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., tool: _Optional[str] = ..., args_json: _Optional[str] = ..., profile: _Optional[str] = ..., timeout_s: _Optional[float] = ..., workspace_session: _Optional[str] = ...) -> None: ...
 
 class ToolCancel(_message.Message):
     __slots__ = ("run_id", "reason")

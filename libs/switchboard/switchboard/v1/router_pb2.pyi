@@ -27,16 +27,18 @@ class PairingRequest(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., code: _Optional[str] = ..., chat_id: _Optional[str] = ..., text: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
 
 class PairedSender(_message.Message):
-    __slots__ = ("channel", "sender", "approved_by", "approved_at_ms")
+    __slots__ = ("channel", "sender", "approved_by", "approved_at_ms", "role")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     APPROVED_BY_FIELD_NUMBER: _ClassVar[int]
     APPROVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     channel: str
     sender: str
     approved_by: str
     approved_at_ms: int
-    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ..., approved_by: _Optional[str] = ..., approved_at_ms: _Optional[int] = ...) -> None: ...
+    role: str
+    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ..., approved_by: _Optional[str] = ..., approved_at_ms: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
 
 class ListPairingRequest(_message.Message):
     __slots__ = ("channel",)
@@ -57,14 +59,16 @@ class ListPairedResponse(_message.Message):
     def __init__(self, senders: _Optional[_Iterable[_Union[PairedSender, _Mapping]]] = ...) -> None: ...
 
 class PairingDecision(_message.Message):
-    __slots__ = ("channel", "code", "decided_by")
+    __slots__ = ("channel", "code", "decided_by", "owner")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     channel: str
     code: str
     decided_by: str
-    def __init__(self, channel: _Optional[str] = ..., code: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+    owner: bool
+    def __init__(self, channel: _Optional[str] = ..., code: _Optional[str] = ..., decided_by: _Optional[str] = ..., owner: _Optional[bool] = ...) -> None: ...
 
 class RevokeRequest(_message.Message):
     __slots__ = ("channel", "sender")

@@ -133,16 +133,18 @@ class AbortSessionResponse(_message.Message):
     def __init__(self, session_key: _Optional[str] = ..., aborted: _Optional[bool] = ...) -> None: ...
 
 class SessionCommand(_message.Message):
-    __slots__ = ("command", "args", "sender", "session_key")
+    __slots__ = ("command", "args", "sender", "session_key", "role")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     command: str
     args: str
     sender: str
     session_key: str
-    def __init__(self, command: _Optional[str] = ..., args: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ...) -> None: ...
+    role: str
+    def __init__(self, command: _Optional[str] = ..., args: _Optional[str] = ..., sender: _Optional[str] = ..., session_key: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
 
 class SessionCommandResult(_message.Message):
     __slots__ = ("outcome", "text")
