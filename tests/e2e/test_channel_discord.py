@@ -55,6 +55,7 @@ def services(
         "SB_DISCORD_API_BASE": discord.base_url,
         "SB_DISCORD_GATEWAY": "true",
         "SB_LOG_LEVEL": "INFO",
+        "SB_DISCORD_GROUPS": f'["{CHANNEL}"]',  # groups are closed by default (docs/trust.md)
     }
     with with_fake_model(tmp_path, nats_url, database_url, script, env) as procs:
         yield procs

@@ -44,6 +44,7 @@ def services(
         "SB_SLACK_SIGNING_SECRET": events.secret,
         "SB_SLACK_API_BASE": slack.base_url,
         "SB_LOG_LEVEL": "INFO",
+        "SB_SLACK_GROUPS": '["C1"]',  # groups are closed by default (docs/trust.md)
     }
     with with_fake_model(tmp_path, nats_url, database_url, tool_then_text(), env) as procs:
         yield procs

@@ -53,6 +53,7 @@ def services(
         "SB_TELEGRAM_WEBHOOK_URL": WEBHOOK_URL,
         "SB_OUTBOUND_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
         "SB_LOG_LEVEL": "INFO",
+        "SB_TELEGRAM_GROUPS": '["-1001234"]',  # groups are closed by default (docs/trust.md)
     }
     with with_fake_model(tmp_path, nats_url, database_url, tool_then_text(), env) as procs:
         yield procs
@@ -122,14 +123,17 @@ def test_a_message_is_answered_once_and_failures_are_retried_or_dead_lettered(
     assert (4242, "typing", None) in tg.actions  # while the agent was writing
     llm.stream_delay_s = 0.0
 
-    # In a group the bot answers only when mentioned.
+    # In a group the bot answers only when mentioned; a group not listed gets nothing.
     group = updates.group(-1001234)
     post(services, updates, updates.message("just chatting", chat=group, user=ada))
+    stranger = updates.group(-1009999)
+    post(services, updates, updates.message("@switchboard_test_bot hi", chat=stranger, user=ada))
     all_delivered(nats_url)
     post(services, updates, updates.message("@switchboard_test_bot time?", chat=group, user=ada))
     wait_for(lambda: tg.sent_to(-1001234), timeout=60, what="the group's reply")
     all_delivered(nats_url)
     assert len(tg.sent_to(-1001234)) == 1 and len(llm.calls) == 4
+    assert tg.sent_to(-1009999) == []
 
     # Telegram rate-limits the bot: the reply waits out retry_after, then goes once.
     tg.fail_next("sendMessage", 429, retry_after=2)

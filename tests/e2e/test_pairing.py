@@ -1,7 +1,9 @@
-"""DM pairing end to end: every service as a real process under the default ``pairing`` policy.
-An unknown sender's message runs nothing and its chat gets a code (an OUTBOUND part); the
-operator sees it with ``switchboard pairing list``, approves it with ``switchboard pairing
-approve``; the sender's next message runs and is answered."""
+"""DM and group pairing end to end: every service as a real process under the default
+``pairing`` DM policy. An unknown sender's message runs nothing and its chat gets a code (an
+OUTBOUND part); the operator sees it with ``switchboard pairing list``, approves it with
+``switchboard pairing approve``; the sender's next message runs and is answered. Under the
+group policy ``pairing`` a group gets its code in the group and is approved the same way (never
+as an owner); ``approve --owner`` makes a sender an owner, which ``pairing paired`` shows."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 
@@ -33,14 +36,28 @@ def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[Servi
         yield p
 
 
-def dm(message_id: str) -> messages_pb2.InboundMessage:
+def dm(message_id: str, sender: str = "4242") -> messages_pb2.InboundMessage:
     return messages_pb2.InboundMessage(
         channel="telegram",
         account="default",
-        sender="4242",
-        chat=messages_pb2.ChatRef(id="4242", type="direct"),
+        sender=sender,
+        chat=messages_pb2.ChatRef(id=sender, type="direct"),
         text="hi there",
         message_id=message_id,
+        received_at_ms=int(time.time() * 1000),
+    )
+
+
+def in_group(message_id: str, group: str, sender: str = "5") -> messages_pb2.InboundMessage:
+    """A group message that mentions the bot."""
+    return messages_pb2.InboundMessage(
+        channel="telegram",
+        account="default",
+        sender=sender,
+        chat=messages_pb2.ChatRef(id=group, type="group"),
+        text="@bot hi all",
+        message_id=message_id,
+        mentions_bot=True,
         received_at_ms=int(time.time() * 1000),
     )
 
@@ -114,3 +131,69 @@ def test_pairing_code_then_approval_then_the_next_message_runs(
     parts = asyncio.run(parts_for(services.nats_url, 2))
     assert [p.text for p in parts[1:]] == ["hello, friend"]
     assert len(llm.calls) == 1
+
+
+@pytest.fixture
+def group_services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    env = {"SB_DM_POLICY": "pairing", "SB_GROUP_POLICY": "pairing"}
+    with with_fake_model(tmp_path, nats_url, database_url, text_only("hello, group"), env) as p:
+        yield p
+
+
+def test_a_group_is_paired_into_its_chat_and_an_owner_with_owner(
+    group_services: ServiceProcesses,
+) -> None:
+    services = group_services
+    llm = services.llm  # type: ignore[attr-defined]
+    asyncio.run(publish(services.nats_url, in_group("g-1", "-100777")))
+    [code_part] = asyncio.run(parts_for(services.nats_url, 1))
+    assert (code_part.chat.id, code_part.chat.type) == ("-100777", "group")
+    assert "group" in code_part.text and llm.calls == []
+
+    listed = cli(services, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "group -100777" in listed.stdout
+    [request] = json.loads(cli(services, "list", "--json").stdout)
+    assert (request["sender"], request["chat_id"]) == ("group:-100777", "-100777")
+    assert request["code"] in code_part.text
+
+    as_owner = cli(services, "approve", "telegram", request["code"], "--owner")
+    assert as_owner.returncode == 1 and "400" in as_owner.stderr  # a group is never an owner
+    approved = cli(services, "approve", "telegram", request["code"])
+    assert approved.returncode == 0, approved.stderr
+    assert "approved: group -100777 on telegram" in approved.stdout
+
+    asyncio.run(publish(services.nats_url, in_group("g-2", "-100777")))
+    parts = asyncio.run(parts_for(services.nats_url, 2))
+    assert [(p.chat.id, p.text) for p in parts[1:]] == [("-100777", "hello, group")]
+
+    # A sender of that group is still a stranger in a DM; approved --owner, an owner.
+    asyncio.run(publish(services.nats_url, dm("d-1", sender="5")))
+    parts = asyncio.run(parts_for(services.nats_url, 3))
+    assert parts[2].chat.id == "5" and "pairing code" in parts[2].text
+    [request] = json.loads(cli(services, "list", "--json").stdout)
+    path = f"{services.url}/api/pairing/telegram/{request['code']}/approve"
+    auth = {"Authorization": f"Bearer {services.token}"}
+    for bad in (b'{"owner": "yes"}', b"[true]", b'{"owner": true, "x": 1}', b"owner"):
+        answer = httpx.post(path, content=bad, headers=auth, timeout=10)
+        assert answer.status_code == 400, (bad, answer.text)
+    approved = cli(services, "approve", "telegram", request["code"], "--owner")
+    assert approved.returncode == 0, approved.stderr
+    assert "approved: sender 5 on telegram as an owner" in approved.stdout
+    paired = cli(services, "paired")
+    assert paired.returncode == 0, paired.stderr
+    lines = paired.stdout.splitlines()
+    assert any("group -100777" in line and "role" not in line for line in lines), lines
+    assert any("sender 5  role owner" in line for line in lines), lines
+    senders = json.loads(cli(services, "paired", "--json").stdout)
+    assert {(s["sender"], s["role"]) for s in senders} == {
+        ("group:-100777", "member"),
+        ("5", "owner"),
+    }
+
+    revoked = cli(services, "revoke", "telegram", "group:-100777")
+    assert revoked.returncode == 0 and "revoked: group -100777" in revoked.stdout
+    asyncio.run(publish(services.nats_url, in_group("g-3", "-100777")))
+    parts = asyncio.run(parts_for(services.nats_url, 4))
+    assert "pairing code" in parts[3].text and parts[3].chat.id == "-100777"
+    assert len(llm.calls) == 1  # the approved group's one message, nothing else

@@ -1,8 +1,8 @@
 """Chat commands end to end, every service a real process against a fake model (OpenAI wire
 format): ``/status`` answers without a model call, ``/reset`` makes the next run see no
 earlier turn, ``/model`` switches the session's model (checked against what is configured),
-``/stop`` interrupts a slow streaming answer, and in a group only an ``SB_APPROVERS`` operator
-may use them. None of them ever reaches the model or a lane.
+``/stop`` interrupts a slow streaming answer, and in a group only an owner (``SB_OWNERS``) may
+use them. None of them ever reaches the model or a lane.
 
 One system for the module: each test its own chat (sender or group) and message ids, the fake
 model's calls and streaming reset before each."""
@@ -19,9 +19,9 @@ from tests.e2e.helpers import EventTap, wait_for
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.support.services import ServiceProcesses, with_fake_model
 
-OWNER = "4242"
+OWNER = "4242"  # the person of the DM: a user (not in SB_OWNERS), who owns their DM
 KEY = f"main:telegram:{OWNER}"
-OPERATOR = "777"
+OPERATOR = "777"  # in SB_OWNERS: an owner of the assistant
 GROUP_KEY = "main:telegram:group:-100"
 STOPPER = "4343"  # the DM of test_stop_interrupts_a_slow_answer
 STOP_KEY = f"main:telegram:{STOPPER}"
@@ -38,7 +38,11 @@ def script(req: FakeRequest) -> Reply:
 def system(
     tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
 ) -> Iterator[ServiceProcesses]:
-    env = {"SB_APPROVERS": f'["telegram:{OPERATOR}"]', "SB_GROUP_ACTIVATION": "always"}
+    env = {
+        "SB_OWNERS": f'["telegram:{OPERATOR}"]',
+        "SB_TELEGRAM_GROUPS": '["-100"]',  # groups are closed by default (docs/trust.md)
+        "SB_GROUP_ACTIVATION": "always",
+    }
     home = tmp_path_factory.mktemp("session-commands")
     with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
@@ -134,14 +138,14 @@ def test_stop_interrupts_a_slow_answer(services: ServiceProcesses) -> None:
     llm.wait_for_calls(2, timeout=60)
 
 
-def test_in_a_group_only_an_operator_may_use_them(services: ServiceProcesses) -> None:
+def test_in_a_group_only_an_owner_may_use_them(services: ServiceProcesses) -> None:
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
     url = services.nats_url
     say(url, OWNER, "hello group", "gr-1", group="-100")
     with helpers.client(services.url, services.token) as c:
         wait_for(lambda: helpers.final_text(c, GROUP_KEY), timeout=60, what="the group's reply")
     say(url, OWNER, "/reset", "gr-2", group="-100")
-    assert answer_to(url, "gr-2").startswith("Only the operators")
+    assert answer_to(url, "gr-2").startswith("Only the owners")  # a member may not
     say(url, OPERATOR, "/status", "gr-3", group="-100")
     status = answer_to(url, "gr-3")
     assert f"Session: {GROUP_KEY}" in status

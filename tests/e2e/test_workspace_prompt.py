@@ -49,6 +49,10 @@ def services(
                 "SB_TIMEZONE": "Europe/Berlin",
                 "SB_DM_POLICY": "open",
                 "SB_GROUP_ACTIVATION": "always",
+                # The DM is the owner's (USER.md and MEMORY.md are theirs); groups are closed
+                # unless listed (docs/trust.md).
+                "SB_OWNERS": '["telegram:4242"]',
+                "SB_TELEGRAM_GROUPS": '["-100200"]',
             }
             home = tmp_path_factory.mktemp("workspace-prompt")
             procs = ServiceProcesses(home, module_nats_url, module_database_url, env)

@@ -1,5 +1,7 @@
-"""DM pairing for operators (``/api/pairing``), served by the router's gRPC RouterAdmin: list
-the pending requests, approve or deny one by its code, list and revoke approved senders."""
+"""DM and group pairing for operators (``/api/pairing``), served by the router's gRPC
+RouterAdmin: list the pending requests, approve (as an owner with the body ``{"owner": true}``)
+or deny one by its code, list and revoke approved senders and groups (a group's sender is
+``group:<chat id>``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 import grpc
 from fastapi import APIRouter, Request
 
+from switchboard import jsonsafe
 from switchboard.v1 import router_pb2, router_pb2_grpc
 
 from .errors import ApiError
@@ -16,6 +19,7 @@ from .errors import ApiError
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/pairing")
 TIMEOUT_S = 5.0
+MAX_DECISION_BYTES = 4096  # {"owner": true} and room to spare
 
 
 def _stub(request: Request) -> router_pb2_grpc.RouterAdminStub:
@@ -55,7 +59,25 @@ def paired_json(p: router_pb2.PairedSender) -> dict[str, Any]:
         "sender": p.sender,
         "approved_by": p.approved_by,
         "approved_at_ms": p.approved_at_ms,
+        "role": p.role or "user",  # approvals from before roles: a user (docs/trust.md)
     }
+
+
+async def _as_owner(request: Request) -> bool:
+    """The approve body's ``owner`` (no body, or ``{}``: false); anything else is a 400."""
+    body = await request.body()  # bounded by the BodyLimit middleware
+    if not body.strip():
+        return False
+    try:
+        data = jsonsafe.loads(body, max_bytes=MAX_DECISION_BYTES)
+    except jsonsafe.JsonRefused as exc:
+        raise ApiError(400, f"The body must be a JSON object: {exc}.") from None
+    if not isinstance(data, dict) or set(data) - {"owner"}:
+        raise ApiError(400, 'The body must be a JSON object like {"owner": true}.')
+    owner = data.get("owner", False)
+    if not isinstance(owner, bool):
+        raise ApiError(400, '"owner" must be true or false.', param="owner")
+    return owner
 
 
 @router.get("")
@@ -71,9 +93,10 @@ async def list_requests(request: Request, channel: str = "") -> dict[str, Any]:
 
 @router.post("/{channel}/{code}/approve")
 async def approve(channel: str, code: str, request: Request) -> dict[str, Any]:
+    owner = await _as_owner(request)
     try:
         reply = await _stub(request).Approve(
-            router_pb2.PairingDecision(channel=channel, code=code, decided_by="api"),
+            router_pb2.PairingDecision(channel=channel, code=code, decided_by="api", owner=owner),
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:

@@ -1,4 +1,5 @@
-"""gRPC ``RouterAdmin``: the operator's view of DM pairing (list, approve, deny, revoke)."""
+"""gRPC ``RouterAdmin``: the operator's view of DM and group pairing (list, approve (as an
+owner with ``PairingDecision.owner``), deny, revoke)."""
 
 from __future__ import annotations
 
@@ -41,14 +42,17 @@ class RouterAdminService(router_pb2_grpc.RouterAdminServicer):
     ) -> router_pb2.PairedSender:
         try:
             paired = await self.store.approve(
-                request.channel, request.code, request.decided_by or "operator"
+                request.channel, request.code, request.decided_by or "operator", request.owner
             )
         except NotFound as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except PairingError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         PAIRING.labels(request.channel, "approved").inc()
-        log.info("pairing approved", extra={"channel": request.channel, "by": paired.approved_by})
+        log.info(
+            "pairing approved",
+            extra={"channel": request.channel, "by": paired.approved_by, "role": paired.role},
+        )
         return paired
 
     async def Deny(

@@ -3,12 +3,14 @@
 (the agent posted the id in the chat, see docs/chat-approvals.md).
 
 They must not wait on the lane: the session's lane is busy with the very run that waits for
-the decision. So, once security has admitted the sender (a refused sender decides nothing), the
-router sends a ``ChatDecision`` request on ``sb.approvals.decide`` carrying the sender
-(``<channel>:<sender id>``) and the session its messages in this chat route to; an agent
-replica checks that the sender may decide this approval (the session's owner, or an operator
-in ``SB_APPROVERS``) and decides it. The answer goes back to the chat as an OUTBOUND part,
-once per command message (``Nats-Msg-Id`` from the message id).
+the decision. So, once security has admitted the sender (a refused sender decides nothing) and
+stamped its role, the router sends a ``ChatDecision`` request on ``sb.approvals.decide``
+carrying the sender (``<channel>:<sender id>``), its role (``inbound.role``, the stamp security
+decided: one computation for the lane item and the commands) and the session its messages in
+this chat route to; an agent replica checks that the sender may decide this approval
+(``trust.may_decide_approval``: an owner any, a DM's own person those of their DM) and decides
+it. The answer goes back to the chat as an OUTBOUND part, once per command message
+(``Nats-Msg-Id`` from the message id).
 
 A command is the first word of the text, ``/approve`` or ``/deny`` (any case; Telegram's
 ``/approve@BotName`` form too), after any leading ``@mentions``. Only chat channels: the
@@ -165,6 +167,7 @@ class ChatCommands:
             reason=command.reason,
             sender=f"{inbound.channel}:{sender}",
             session_key=route.session_key,
+            role=inbound.role,  # stamped by the pipeline from the admission
         )
         try:
             reply = await self.rt.nc.request(

@@ -1,14 +1,23 @@
 """Router settings.
 
-Inbound security (DESIGN.md section 9, see :mod:`switchboard_router.security`):
+Inbound security (DESIGN.md section 9, docs/trust.md, see :mod:`switchboard_router.security`):
 
+- ``SB_OWNERS``: a JSON list of ``"<channel>:<sender id>"``, the owner's identities on chat
+  channels; ``SB_APPROVERS`` (the older name, same format) is folded into them.
 - ``SB_DM_POLICY``: ``pairing`` (default), ``allowlist`` or ``open``, for every chat channel;
   ``SB_<CHANNEL>_DM_POLICY`` (``SB_TELEGRAM_DM_POLICY``...) for one channel.
 - ``SB_<CHANNEL>_ALLOW_FROM``: a JSON list of the sender ids the channel admits in DMs.
+- ``SB_GROUP_POLICY``: ``allowlist`` (default), ``pairing`` or ``open``, for every channel's
+  groups; ``SB_<CHANNEL>_GROUP_POLICY`` for one channel's.
+- ``SB_<CHANNEL>_GROUPS``: a JSON list of the group ids the channel admits (Telegram chat ids,
+  Slack and Discord channel ids).
+- ``SB_<CHANNEL>_GROUP_ALLOW_FROM``: a JSON list of the sender ids who may talk to the bot in
+  that channel's admitted groups (none: every member; owners always may).
 - ``SB_GROUP_ACTIVATION``: ``mention`` (default) or ``always``; ``SB_<CHANNEL>_GROUP_ACTIVATION``.
 - ``SB_CHANNEL_SECURITY``: the same per channel as one JSON map,
-  ``{"telegram": {"dm_policy": "allowlist", "allow_from": ["42"]}}``; a per-channel variable
-  wins over its entry there.
+  ``{"telegram": {"dm_policy": "allowlist", "allow_from": ["42"], "group_policy": "pairing",
+  "groups": ["-1001234"], "group_allow_from": ["42"]}}``; a per-channel variable wins over its
+  entry there.
 
 The per-channel variables have names of their own for any channel, so the settings' environment
 source cannot declare them: :class:`_ChannelVariables` picks them out of the same environment
@@ -21,12 +30,18 @@ from __future__ import annotations
 import json
 import re
 from enum import StrEnum
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+)
 
+from switchboard import trust
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
@@ -38,6 +53,12 @@ class DmPolicy(StrEnum):
     OPEN = "open"
     ALLOWLIST = "allowlist"
     PAIRING = "pairing"  # the allow list, plus senders an operator approved by pairing code
+
+
+class GroupPolicy(StrEnum):
+    ALLOWLIST = "allowlist"  # the channel's listed group ids only
+    PAIRING = "pairing"  # the listed ones, plus groups an operator approved by pairing code
+    OPEN = "open"  # every group (the behaviour before groups were closed by default)
 
 
 class GroupActivation(StrEnum):
@@ -52,7 +73,16 @@ class ChannelSecurity(BaseModel):
 
     dm_policy: DmPolicy | None = None
     allow_from: frozenset[str] = frozenset()
+    group_policy: GroupPolicy | None = None
+    groups: frozenset[str] = frozenset()
+    group_allow_from: frozenset[str] = frozenset()
     group_activation: GroupActivation | None = None
+
+    @field_validator("allow_from", "groups", "group_allow_from", mode="before")
+    @classmethod
+    def _ids(cls, value: object, info: ValidationInfo) -> frozenset[str]:
+        """Ids as strings; numbers too (Telegram's ids are numbers, group ids negative)."""
+        return _id_list(str(info.field_name), value)
 
 
 class Binding(BaseModel):
@@ -83,9 +113,16 @@ class Binding(BaseModel):
 
 
 # SB_<CHANNEL>_<SETTING>; the channel is one token of letters, digits and dashes/underscores.
+# The channel part is lazy: SB_TELEGRAM_GROUP_ALLOW_FROM is channel TELEGRAM, GROUP_ALLOW_FROM
+# (not channel TELEGRAM_GROUP, ALLOW_FROM). No other service's setting ends in one of these
+# (test_config checks every settings class).
 _CHANNEL_VARIABLE = re.compile(
-    r"^SB_([A-Z0-9][A-Z0-9_-]*?)_(DM_POLICY|ALLOW_FROM|GROUP_ACTIVATION)$"
+    r"^SB_([A-Z0-9][A-Z0-9_-]*?)_"
+    r"(DM_POLICY|ALLOW_FROM|GROUP_POLICY|GROUPS|GROUP_ALLOW_FROM|GROUP_ACTIVATION)$"
 )
+# What SB_GROUP_ALLOW_FROM would parse as (channel GROUP): a router-wide sender allowlist that
+# does not exist, so it is refused rather than read as the DMs of a channel called "group".
+_NOT_A_CHANNEL = {("group", "ALLOW_FROM")}
 
 
 def _choice(kind: type[E], variable: str, value: object, echo: bool = True) -> E:
@@ -99,23 +136,42 @@ def _choice(kind: type[E], variable: str, value: object, echo: bool = True) -> E
         raise ValueError(f"{variable} must be one of {choices}{given}") from None
 
 
-def _allow_list(variable: str, value: object) -> frozenset[str]:
+def _id_list(variable: str, value: object) -> frozenset[str]:
+    """A JSON list (or a list) of ids, strings or integers, as strings."""
     try:
         parsed = json.loads(value) if isinstance(value, str) else value
     except json.JSONDecodeError:
         parsed = None
+    if isinstance(parsed, set | frozenset | tuple):
+        parsed = list(parsed)
     if not isinstance(parsed, list) or not all(
         isinstance(x, str | int) and not isinstance(x, bool) for x in parsed
     ):
         raise ValueError(
-            f'{variable} must be a JSON list of sender ids, e.g. ["12345"] (given: {value!r})'
+            f'{variable} must be a JSON list of ids, e.g. ["12345"] (given: {value!r})'
         )
     return frozenset(str(x) for x in parsed)
 
 
+def _identities(variable: str, value: object) -> frozenset[str]:
+    """A JSON list of ``"<channel>:<sender id>"`` (SB_OWNERS, SB_APPROVERS); the error does not
+    repeat the value (describe() shows a field's own string input)."""
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, set | frozenset | tuple):
+        parsed = list(parsed)
+    if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
+        raise ValueError(
+            f'{variable} must be a JSON list of "<channel>:<sender id>", e.g. ["telegram:42"]'
+        )
+    return frozenset(trust.parse_identity(x, variable) for x in parsed)
+
+
 class _ChannelVariables(PydanticBaseSettingsSource):
-    """The ``SB_<CHANNEL>_DM_POLICY|ALLOW_FROM|GROUP_ACTIVATION`` variables of the environment
-    the settings read, as ``{"channel_security": {"SB_TELEGRAM_DM_POLICY": "open", ...}}``."""
+    """The ``SB_<CHANNEL>_<SETTING>`` variables of the environment the settings read, as
+    ``{"channel_security": {"SB_TELEGRAM_DM_POLICY": "open", ...}}``."""
 
     def __init__(self, settings_cls: type[BaseSettings], environ: dict[str, str | None]) -> None:
         super().__init__(settings_cls)
@@ -137,11 +193,16 @@ class RouterSettings(CommonSettings, RpcSettings):
     # The per-channel variables, for the launcher, which gives a service only what it reads.
     environment_patterns: ClassVar[tuple[str, ...]] = (_CHANNEL_VARIABLE.pattern,)
     default_agent: AgentId = "main"
+    # The owner's identities on chat channels (docs/trust.md); SB_APPROVERS, the older name,
+    # counts the same (see owner_identities).
+    owners: Annotated[frozenset[str], NoDecode] = frozenset()
+    approvers: Annotated[frozenset[str], NoDecode] = frozenset()
     # Per-channel queue modes, e.g. SB_CHANNEL_QUEUE_MODES='{"telegram": "collect"}'. A channel
     # without one follows the agent's SB_QUEUE_MODE; a session override beats both.
     channel_queue_modes: dict[str, QueueMode] = Field(default_factory=dict)
     concurrency: int = Field(default=64, ge=1, le=10_000)
     dm_policy: DmPolicy = DmPolicy.PAIRING
+    group_policy: GroupPolicy = GroupPolicy.ALLOWLIST
     group_activation: GroupActivation = GroupActivation.MENTION
     channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
     # SB_BINDINGS: a JSON list of bindings, e.g. [{"channel": "slack", "group": "C123",
@@ -165,6 +226,21 @@ class RouterSettings(CommonSettings, RpcSettings):
     @classmethod
     def _dm_policy(cls, value: object) -> DmPolicy:
         return _choice(DmPolicy, "SB_DM_POLICY", value, echo=False)
+
+    @field_validator("owners", mode="before")
+    @classmethod
+    def _owners(cls, value: object) -> frozenset[str]:
+        return _identities("SB_OWNERS", value)
+
+    @field_validator("approvers", mode="before")
+    @classmethod
+    def _approvers(cls, value: object) -> frozenset[str]:
+        return _identities("SB_APPROVERS", value)
+
+    @field_validator("group_policy", mode="before")
+    @classmethod
+    def _group_policy(cls, value: object) -> GroupPolicy:
+        return _choice(GroupPolicy, "SB_GROUP_POLICY", value, echo=False)
 
     @field_validator("group_activation", mode="before")
     @classmethod
@@ -196,13 +272,20 @@ class RouterSettings(CommonSettings, RpcSettings):
             else:
                 raise ValueError(f"SB_CHANNEL_SECURITY[{key!r}] must be an object")
         for variable, channel, setting, raw in variables:
+            if (channel, setting) in _NOT_A_CHANNEL:
+                raise ValueError(
+                    f"{variable} is not a setting: a group sender allowlist is per channel,"
+                    " SB_<CHANNEL>_GROUP_ALLOW_FROM (e.g. SB_TELEGRAM_GROUP_ALLOW_FROM)"
+                )
             target = merged.setdefault(channel, {})
             if setting == "DM_POLICY":
                 target["dm_policy"] = _choice(DmPolicy, variable, raw)
+            elif setting == "GROUP_POLICY":
+                target["group_policy"] = _choice(GroupPolicy, variable, raw)
             elif setting == "GROUP_ACTIVATION":
                 target["group_activation"] = _choice(GroupActivation, variable, raw)
-            else:
-                target["allow_from"] = _allow_list(variable, raw)
+            else:  # ALLOW_FROM, GROUPS, GROUP_ALLOW_FROM: lists of ids
+                target[setting.lower()] = _id_list(variable, raw)
         return merged
 
     @classmethod
@@ -234,5 +317,13 @@ class RouterSettings(CommonSettings, RpcSettings):
     def dm_policy_for(self, channel: str) -> DmPolicy:
         return self.channel(channel).dm_policy or self.dm_policy
 
+    def group_policy_for(self, channel: str) -> GroupPolicy:
+        return self.channel(channel).group_policy or self.group_policy
+
     def group_activation_for(self, channel: str) -> GroupActivation:
         return self.channel(channel).group_activation or self.group_activation
+
+    def owner_identities(self) -> frozenset[str]:
+        """``SB_OWNERS`` and ``SB_APPROVERS``: every ``<channel>:<sender id>`` that is an
+        owner by configuration."""
+        return self.owners | self.approvers

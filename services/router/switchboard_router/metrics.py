@@ -11,6 +11,6 @@ REFUSED = Counter(
 ROUTE_SECONDS = Histogram("sb_router_route_seconds", "Time to route one inbound message")
 PAIRING = Counter(
     "sb_router_pairing_total",
-    "DM pairing events: requested (a code sent), approved, denied, revoked",
+    "DM and group pairing events: requested (a code sent), approved, denied, revoked",
     ["channel", "event"],
 )

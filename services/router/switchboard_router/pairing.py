@@ -1,6 +1,13 @@
-"""DM pairing (DESIGN.md section 9): an unknown sender under the ``pairing`` policy gets a code;
-the operator approves or denies it (gRPC ``RouterAdmin``, the admin API, ``switchboard
-pairing``); an approved sender's next message runs.
+"""DM and group pairing (DESIGN.md section 9, docs/trust.md): an unknown sender under the DM
+policy ``pairing`` gets a code, and so does an unknown group under the group policy
+``pairing`` (posted into the group); the operator approves or denies it (gRPC
+``RouterAdmin``, the admin API, ``switchboard pairing``); an approved sender's (or group's)
+next message runs. A sender approved as an owner (``--owner``) is one of the owners
+(``PairedSender.role``).
+
+A group is recorded as the sender ``group:<chat id>`` (:func:`group_sender`): its requests and
+approvals share the keys, the expiry and the pending limit of the channel's DM requests, and
+the request's ``chat_id`` is the group's.
 
 State lives in the NATS KV bucket ``sb_pairing`` so every router replica sees the same:
 
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 
+from switchboard import trust
 from switchboard.v1 import messages_pb2, router_pb2
 
 # No 0/O, 1/I/L: codes are read aloud and typed.
@@ -31,6 +39,16 @@ ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
 _CODE = re.compile(rf"^[{ALPHABET}]{{{CODE_LENGTH}}}$")
 _CHANNEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+GROUP_PREFIX = "group:"
+
+
+def group_sender(chat_id: str) -> str:
+    """The pairing store's sender for a group chat."""
+    return GROUP_PREFIX + chat_id
+
+
+def is_group(sender: str) -> bool:
+    return sender.startswith(GROUP_PREFIX)
 
 
 class PairingError(Exception):
@@ -78,12 +96,20 @@ class PairingStore:
         self.ttl_ms = int(ttl_s * 1000)
         self.max_pending = max_pending
 
-    async def is_paired(self, channel: str, sender: str) -> bool:
+    async def paired_sender(self, channel: str, sender: str) -> router_pb2.PairedSender | None:
+        """The approval of ``sender`` on ``channel`` (one KV get), None when there is none."""
         try:
             entry = await self.kv.get(f"paired.{channel_token(channel)}.{_sender_key(sender)}")
         except KeyNotFoundError:
-            return False
-        return bool(entry.value)
+            return None
+        if not entry.value:
+            return None
+        paired = router_pb2.PairedSender()
+        paired.ParseFromString(entry.value)
+        return paired
+
+    async def is_paired(self, channel: str, sender: str) -> bool:
+        return await self.paired_sender(channel, sender) is not None
 
     async def ask(self, msg: messages_pb2.InboundMessage, sender: str) -> Asked:
         """The pending request of ``sender`` on ``msg.channel``, made if there is none."""
@@ -162,13 +188,25 @@ class PairingStore:
                 found.append(request)
         return sorted(found, key=lambda r: r.created_at_ms)
 
-    async def approve(self, channel: str, code: str, by: str) -> router_pb2.PairedSender:
+    async def approve(
+        self, channel: str, code: str, by: str, owner: bool = False
+    ) -> router_pb2.PairedSender:
+        """Admit the sender (or group) of request ``code``; ``owner``: as one of the owners
+        (not for a group: a group is never an owner, docs/trust.md)."""
         channel = channel_token(channel)
         request = await self._request(channel, normalize_code(code))
         if request is None:
             raise NotFound(f"no pending pairing request {code!r} on {channel}")
+        group = is_group(request.sender)
+        if owner and group:
+            raise PairingError("a group cannot be approved as an owner: approve it without owner")
+        role = trust.Role.OWNER if owner else trust.Role.MEMBER if group else trust.Role.USER
         paired = router_pb2.PairedSender(
-            channel=channel, sender=request.sender, approved_by=by, approved_at_ms=_now_ms()
+            channel=channel,
+            sender=request.sender,
+            approved_by=by,
+            approved_at_ms=_now_ms(),
+            role=str(role),
         )
         await self.kv.put(
             f"paired.{channel}.{_sender_key(request.sender)}", paired.SerializeToString()

@@ -1,5 +1,5 @@
-"""The pairing code's message to an unknown sender: an OUTBOUND part to its chat, delivered by
-the gateway like a reply."""
+"""The pairing code's message to an unknown sender, or into an unknown group: an OUTBOUND part
+to its chat, delivered by the gateway like a reply."""
 
 from __future__ import annotations
 
@@ -10,12 +10,22 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2, router_pb2
 
 from .metrics import PAIRING
+from .pairing import GROUP_PREFIX, is_group
 
 log = logging.getLogger(__name__)
 
 
 def pairing_text(request: router_pb2.PairingRequest) -> str:
     minutes = max(1, round((request.expires_at_ms - request.created_at_ms) / 60_000))
+    if is_group(request.sender):
+        return (
+            "This group is not approved to talk to this assistant yet, so I can't answer here.\n"
+            f"The group's pairing code: {request.code}\n"
+            "Ask the owner of this assistant to approve the group "
+            f"(switchboard pairing approve {request.channel} {request.code}); "
+            f"this group's id is {request.sender.removeprefix(GROUP_PREFIX)}. "
+            f"The code is valid for {minutes} minutes."
+        )
     return (
         "I don't know you yet, so I can't answer here.\n"
         f"Your pairing code: {request.code}\n"
@@ -26,8 +36,9 @@ def pairing_text(request: router_pb2.PairingRequest) -> str:
 
 
 class CodeSender:
-    """Sends a new pairing request's code to the sender's chat as an OUTBOUND part (the
-    gateway delivers it like a reply), once per request (``Nats-Msg-Id`` from the code)."""
+    """Sends a new pairing request's code to the chat that asked (the sender's DM, or the
+    group) as an OUTBOUND part (the gateway delivers it like a reply), once per request
+    (``Nats-Msg-Id`` from the code)."""
 
     def __init__(self, rt: ServiceRuntime) -> None:
         self.rt = rt

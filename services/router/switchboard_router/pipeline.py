@@ -1,6 +1,10 @@
-"""The router's pipeline for one INBOUND message: admission (security), chat commands
-(``chat_commands``: answered here, never queued), debounce, route resolution, the lane
-append."""
+"""The router's pipeline for one INBOUND message: admission (security), the role stamp,
+chat commands (``chat_commands``: answered here, never queued), debounce, route resolution,
+the lane append.
+
+The role (``InboundMessage.role``, docs/trust.md) is the one security decided for the admitted
+sender; it replaces whatever the publisher put there, before anything reads it (the chat
+commands pass it on, the agent trusts it)."""
 
 from __future__ import annotations
 
@@ -62,6 +66,8 @@ class Router:
                 REFUSED.labels(inbound.channel, admission.reason).inc()
                 await msg.term()
                 return
+            inbound.role = admission.role
+            span.set_attribute("sb.role", admission.role)
             if await self.commands.handle(inbound):  # the lane is busy with the waiting run
                 await msg.ack()
                 ROUTED.labels(inbound.channel, "command").inc()

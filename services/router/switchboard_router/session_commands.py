@@ -6,8 +6,9 @@ The agent holds everything they read or change (transcripts, runs, the session's
 the router only recognises them (first word of the text, any case, Telegram's
 ``/cmd@BotName`` form too, after any leading ``@mentions``), resolves the session the
 sender's messages in this chat route to, and sends a ``SessionCommand`` request on
-``sb.sessions.command``; an agent replica checks who may use it, carries it out and answers
-with the text, which goes back to the chat as an OUTBOUND part (see :mod:`chat_commands`)."""
+``sb.sessions.command`` with the sender's stamped role (``inbound.role``); an agent replica
+checks who may use it (``trust.may_use_session_commands``), carries it out and answers with the
+text, which goes back to the chat as an OUTBOUND part (see :mod:`chat_commands`)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class SessionCommands:
             args=args,
             sender=f"{inbound.channel}:{sender}",
             session_key=route.session_key,
+            role=inbound.role,  # stamped by the pipeline from the admission
         )
         try:
             answer = await self.rt.nc.request(

@@ -54,12 +54,14 @@ def dm(channel: str, sender: str, message_id: str) -> messages_pb2.InboundMessag
     )
 
 
-def group(channel: str, message_id: str, mentions_bot: bool) -> messages_pb2.InboundMessage:
+def group(
+    channel: str, message_id: str, mentions_bot: bool, sender: str = "U1", chat: str = "C9"
+) -> messages_pb2.InboundMessage:
     return messages_pb2.InboundMessage(
         channel=channel,
         account="default",
-        sender="U1",
-        chat=messages_pb2.ChatRef(id="C9", type="group"),
+        sender=sender,
+        chat=messages_pb2.ChatRef(id=chat, type="group"),
         text="hello all",
         message_id=message_id,
         mentions_bot=mentions_bot,

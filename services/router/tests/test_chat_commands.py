@@ -99,7 +99,8 @@ async def test_an_admitted_command_asks_the_agents_and_never_reaches_a_lane(
 
 async def test_in_a_group_the_session_is_the_groups(nats_url: str, agent_nc: NATS) -> None:
     agent = await stand_in(agent_nc)
-    async with router(nats_url) as r:  # group activation "mention": the bot is mentioned
+    # an admitted group; activation "mention": the bot is mentioned
+    async with router(nats_url, SB_SLACK_GROUPS='["C9"]') as r:
         msg = group("slack", "g1", mentions_bot=True)
         msg.text = "@switchboard /approve abcdef12"
         assert await route(r.js, msg) == set()

@@ -72,7 +72,7 @@ def test_the_most_specific_binding_wins() -> None:
 
 
 async def test_messages_reach_the_bound_agents_lane(nats_url: str) -> None:
-    env = {"SB_DM_POLICY": "open", "SB_BINDINGS": json.dumps(BINDINGS)}
+    env = {"SB_DM_POLICY": "open", "SB_GROUP_POLICY": "open", "SB_BINDINGS": json.dumps(BINDINGS)}
     async with router(nats_url, **env) as r:
         await route(
             r.js,

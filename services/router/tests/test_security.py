@@ -42,7 +42,8 @@ async def test_authenticated_channels_always_pass(nats_url: str, channel: str) -
 
 async def test_group_without_mention_is_refused_under_mention(nats_url: str) -> None:
     before = refused("slack", "not_mentioned")
-    async with router(nats_url) as r:  # mention, the default; the DM policy is not asked
+    # mention, the default; the DM policy is not asked
+    async with router(nats_url, SB_SLACK_GROUPS='["C9"]') as r:
         reached = await route(r.js, group("slack", "g-plain", False), group("slack", "g-at", True))
     assert reached == {"g-at"}
     assert refused("slack", "not_mentioned") == before + 1
@@ -50,7 +51,7 @@ async def test_group_without_mention_is_refused_under_mention(nats_url: str) -> 
 
 async def test_every_group_message_passes_under_always(nats_url: str) -> None:
     before = refused("slack", "not_mentioned")
-    async with router(nats_url, SB_SLACK_GROUP_ACTIVATION="always") as r:
+    async with router(nats_url, SB_SLACK_GROUP_ACTIVATION="always", SB_GROUP_POLICY="open") as r:
         reached = await route(r.js, group("slack", "g-plain", False), group("slack", "g-at", True))
     assert reached == {"g-plain", "g-at"}
     assert refused("slack", "not_mentioned") == before
