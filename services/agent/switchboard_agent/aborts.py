@@ -3,7 +3,8 @@
 the run the way a newer message does under the ``interrupt`` queue mode (its tool calls are
 cancelled, its transcript closed, its status ``interrupted``). A session with no run here is
 ignored: another replica owns it, or nothing is running. Sent as a request (Sessions.Abort,
-``/stop``: :mod:`session_admin`), the replica that interrupted the run answers it."""
+``/stop``: :mod:`session_admin`), the replica that interrupted the run answers it.
+:func:`close_interrupted` is what the runner does with a run interrupted either way."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from nats.aio.msg import Msg
 from switchboard import bus
 from switchboard.v1 import messages_pb2
 
+from .approvals import ApprovalStore
 from .metrics import ABORTS
 from .queueing import RunControl
+from .store import RunRecord
+from .turn import pending_tool_uses
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +72,35 @@ class RunningRuns:
                 "run aborted on request",
                 extra={"session": request.session_key, "by": request.requested_by},
             )
+
+
+async def close_interrupted(
+    record: RunRecord, nc: NATS, subjects: bus.Subjects, approvals: ApprovalStore | None
+) -> None:
+    """A newer message (or an abort) interrupted the run: stop its tool calls and close its
+    transcript so a dangling tool_use never reaches the model."""
+    record.status = "interrupted"
+    record.stop_reason = "interrupted"
+    if approvals is not None:
+        await approvals.cancel_run(record.run_id, "interrupted by a newer message")
+    await bus.core_publish(
+        nc,
+        subjects.tools_cancel(record.run_id),
+        messages_pb2.ToolCancel(run_id=record.run_id, reason="interrupted"),
+    )
+    uses = pending_tool_uses(record.messages)
+    if uses:
+        record.messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": u["id"],
+                        "content": "interrupted by a newer message",
+                        "is_error": True,
+                    }
+                    for u in uses
+                ],
+            }
+        )

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from switchboard.sessions import is_subagent
+from switchboard.trust import Standing
 
 from .local_tools import LocalTool
 from .memory_client import MemoryClient, MemoryRefused, MemoryUnavailable, NoMemoryYet
@@ -56,15 +57,19 @@ class AgentMemory:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def recall(self, agent: str, session_key: str, text: str) -> str:
-        """A system-prompt section of the memories most relevant to ``text`` ("" when off,
-        empty or unavailable: the run goes on without)."""
+    async def recall(self, agent: str, session_key: str, text: str, standing: Standing) -> str:
+        """A system-prompt section of the memories most relevant to ``text``, from the scope
+        of the run's ``standing`` ("" when off, empty or unavailable: the run goes on
+        without)."""
         if self.recall_k <= 0 or not text.strip():
             return ""
         try:
             found = await asyncio.wait_for(
                 self.client.search(
-                    agent, memory_user(session_key, self.mode), text[:2000], self.recall_k
+                    agent,
+                    memory_user(session_key, self.mode, standing),
+                    text[:2000],
+                    self.recall_k,
                 ),
                 RECALL_TIMEOUT_S,
             )
@@ -79,10 +84,16 @@ class AgentMemory:
         )
 
     def after_commit(
-        self, agent: str, session_key: str, run_id: str, user_text: str, reply: str
+        self,
+        agent: str,
+        session_key: str,
+        run_id: str,
+        user_text: str,
+        reply: str,
+        standing: Standing,
     ) -> None:
+        """Queue the committed turn for indexing, in the scope of the run's ``standing``."""
         if self.turns is None or is_subagent(session_key):
             return  # a sub-agent's work reaches memory through its parent's answer
-        self.turns.submit(
-            FinishedTurn(agent, session_key, run_id, user_text, reply, int(time.time() * 1000))
-        )
+        now = int(time.time() * 1000)
+        self.turns.submit(FinishedTurn(agent, session_key, run_id, user_text, reply, now, standing))

@@ -9,8 +9,10 @@ import uuid
 import grpc
 from jsonschema import Draft202012Validator
 
+from switchboard import trust
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
+from switchboard.trust import Role
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc, messages_pb2
 
 from .approvals import AlreadyDecided, ApprovalNotFound, ApprovalRow, ApprovalStore, ApprovalWaiter
@@ -19,6 +21,8 @@ from .sessions_api import epoch_ms
 from .store import SessionStore
 from .toolgate import ToolRules
 from .tools_client import CallRequest, ToolDispatcher
+
+INVOKE_CHANNEL = "api"  # an invoke has no chat of its own
 
 
 def approval_pb(r: ApprovalRow) -> approvals_pb2.Approval:
@@ -105,7 +109,18 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
             )
         agent = request.agent or "main"
         state = await self.sessions.lane_state(key)
-        policy = self.rules.policy(agent, key, state.tool_policy)
+        # The gateway's caller holds its token: the operator's message into the session, which
+        # gets no more than the session's own standing (docs/trust.md).
+        standing = trust.standing_of(
+            key,
+            role=Role.OWNER,
+            channel=INVOKE_CHANNEL,
+            sender="",
+            chat_id="",
+            chat_type="",
+            stored=state.standing,
+        )
+        policy = self.rules.policy(agent, key, state.tool_policy, standing=standing)
         decision = policy.allows(request.tool)
         if not decision.allowed:
             await refuse(grpc.StatusCode.PERMISSION_DENIED, "policy_denied", decision.reason)
@@ -137,12 +152,12 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
             origin = messages_pb2.LaneItem(
                 session_key=key,
                 agent=agent,
-                message=messages_pb2.InboundMessage(channel="api", session_key=key),
+                message=messages_pb2.InboundMessage(channel=INVOKE_CHANNEL, session_key=key),
             )
-            ctx = LocalContext(run_id, key, agent, origin)
+            ctx = LocalContext(run_id, key, agent, origin, standing)
             [result] = await self.local.run_all(ctx, [call])
         else:
-            [result] = await self.tools.run_all(run_id, key, agent, [call])
+            [result] = await self.tools.run_all(run_id, key, agent, [call], standing=standing)
         details = dict(result.details)
         isolation = details.pop("isolation", None)
         return approvals_pb2.InvokeToolResponse(

@@ -2,13 +2,17 @@
 [reason]`` from an admitted sender into a ``ChatDecision`` request on ``sb.approvals.decide``;
 an agent replica (queue group: any one of them) answers it here with a ``ChatDecisionResult``.
 
-Who may decide: the session's owner (the sender whose messages in that chat route to the
-approval's session, or to the session that spawned it as a sub-agent), or an operator listed in
-``SB_APPROVERS`` (``"<channel>:<sender id>"``). The router has admitted and identified the
-sender, and only the router (and the agents) may publish on ``sb.approvals.decide``
-(:mod:`switchboard.natsauth`), so the sender and session key in the request are trusted here.
-Anyone else is refused before the approval's state is revealed: a stranger learns neither
-whether it was decided nor which tool it is about.
+Who may decide (:func:`switchboard.trust.may_decide_approval`, docs/trust.md): an owner any
+approval (the router stamps ``owner`` on the senders of ``SB_OWNERS``, with ``SB_APPROVERS``
+folded in); the person of a direct conversation (role ``user``, whose messages there route to
+that session) the approvals of their own conversation and its sub-agents; nobody else, in a
+group least of all. The router has admitted and identified the sender and stamped its role,
+and only the router (and the agents) may publish on ``sb.approvals.decide``
+(:mod:`switchboard.natsauth`), so the request is trusted here. Anyone else is refused before
+the approval's state is revealed: a stranger learns neither whether it was decided nor which
+tool it is about; a sender who may decide nothing at all (a group's member) is refused before
+any lookup. The decider is recorded as ``decided_by`` (``<channel>:<sender id>``), its role in
+the log line of the decision.
 
 The decision itself takes the path of gRPC ``Approvals.Decide``: :meth:`ApprovalStore.decide`
 (final, first decision wins) and :meth:`ApprovalWaiter.notify` to wake the waiting run.
@@ -22,16 +26,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 
 import asyncpg
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from switchboard import bus
+from switchboard import bus, trust
 from switchboard.errors import InvalidPayload
-from switchboard.sessions import SUBAGENT_MARKER
 from switchboard.v1 import approvals_pb2
 
 from .approvals import AlreadyDecided, ApprovalNotFound, ApprovalRow, ApprovalStore, ApprovalWaiter
@@ -92,15 +94,6 @@ async def find_by_prefix(pool: asyncpg.Pool, digits: str, limit: int = 2) -> lis
     return [ApprovalRow.from_record(r) for r in rows]
 
 
-def owns(session_key: str, row: ApprovalRow) -> bool:
-    """Is ``session_key`` the approval's session, or the session that spawned it?"""
-    if not session_key:
-        return False
-    return row.session_key == session_key or row.session_key.startswith(
-        session_key + SUBAGENT_MARKER
-    )
-
-
 def result(outcome: str, row: ApprovalRow | None = None) -> approvals_pb2.ChatDecisionResult:
     CHAT_DECISIONS.labels(outcome).inc()
     if row is None:
@@ -111,35 +104,40 @@ def result(outcome: str, row: ApprovalRow | None = None) -> approvals_pb2.ChatDe
 
 
 class ChatDecisions:
-    def __init__(
-        self, store: ApprovalStore, waiter: ApprovalWaiter, approvers: Iterable[str] = ()
-    ) -> None:
+    def __init__(self, store: ApprovalStore, waiter: ApprovalWaiter) -> None:
         self.store = store
         self.waiter = waiter
-        self.approvers = frozenset(approvers)
 
     async def subscribe(self, nc: NATS, subjects: bus.Subjects) -> Subscription:
         return await nc.subscribe(
             subjects.approvals_decide(), queue=QUEUE_GROUP, cb=self._on_request
         )
 
-    def may_decide(self, request: approvals_pb2.ChatDecision, row: ApprovalRow) -> bool:
-        return request.sender in self.approvers or owns(request.session_key, row)
+    @staticmethod
+    def may_decide(request: approvals_pb2.ChatDecision, session_key: str) -> bool:
+        """May the request's sender decide an approval of ``session_key``?"""
+        return trust.may_decide_approval(request.role, request.session_key, session_key)
 
     async def decide(self, request: approvals_pb2.ChatDecision) -> approvals_pb2.ChatDecisionResult:
         digits = typed_hex(request.approval_id)
         if digits is None or not request.sender:
             return result(INVALID)
+        if not self.may_decide(request, request.session_key):  # may decide nothing at all
+            log.info(
+                "a chat decision was refused",
+                extra={"sender": request.sender, "role": request.role or "none"},
+            )
+            return result(NOT_ALLOWED)
         rows = await find_by_prefix(self.store.pool, digits)
         if not rows:
             return result(NOT_FOUND)
         if len(rows) > 1:
             return result(AMBIGUOUS)
         row = rows[0]
-        if not self.may_decide(request, row):
+        if not self.may_decide(request, row.session_key):
             log.info(
                 "a chat decision was refused",
-                extra={"session": row.session_key, "sender": request.sender},
+                extra={"session": row.session_key, "sender": request.sender, "role": request.role},
             )
             return result(NOT_ALLOWED)
         status = "approved" if request.approve else "denied"
@@ -153,9 +151,17 @@ class ChatDecisions:
             return result(ALREADY_DECIDED, exc.row)
         await self.waiter.notify(decided.run_id)
         log.info(
-            "approval %s from a chat",
+            "approval %s from a chat by %s (%s)",
             status,
-            extra={"session": decided.session_key, "run_id": decided.run_id},
+            request.sender,
+            request.role,
+            extra={
+                "session": decided.session_key,
+                "run_id": decided.run_id,
+                "approval_id": decided.approval_id,
+                "decided_by": request.sender,
+                "role": request.role,
+            },
         )
         return result(DECIDED, decided)
 

@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanKind
 
 from switchboard import bus
 from switchboard.sessions import session_token
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
 from .budget import Accounting
@@ -61,6 +62,7 @@ from .policy import Policy
 from .providers.base import Model, ModelRequest, ModelResponse, ToolSpec, Usage
 from .providers.errors import ModelError
 from .session_models import SessionModels
+from .standing import session_standing
 from .store import Message, RunRecord
 from .toolgate import ToolRules
 from .turn import Turn, text_message
@@ -105,6 +107,7 @@ class Job:
     events: RunEvents
     record: RunRecord  # the run its model calls count in
     origin: messages_pb2.LaneItem = field(default_factory=messages_pb2.LaneItem)
+    standing: Standing = Standing.PERSONAL  # the run's: where the flush stores facts
 
 
 class Compactor:
@@ -205,22 +208,23 @@ class Compactor:
         await job.events.emit("lifecycle", "compaction", data=data)
         return outcome
 
-    def _store_tools(self, session_key: str) -> tuple[LocalTools | None, str]:
-        """Where the flush stores facts: the memory service, else the agent's memory files
-        (its own scope only), else nowhere."""
+    def _store_tools(self, job: Job) -> tuple[LocalTools | None, str]:
+        """Where the flush stores facts: the memory service (in the scope of the run's
+        standing), else the agent's memory files (only from the owner's standing, whose scope
+        they are in), else nowhere: a session of anyone else never writes the agent's files."""
         if STORE in self.local:
             return self.local, "memory"
-        if reads_memory_files(session_key, self.scope):
+        if reads_memory_files(job.session_key, self.scope, job.standing):
             return self.files, "file"
         return None, "none"
 
     async def _flush(self, job: Job, rendered: str) -> FlushResult:
-        tools, to = self._store_tools(job.session_key)
+        tools, to = self._store_tools(job)
         if tools is None or not job.policy.allows(STORE).allowed:
             return FlushResult()
         request = flush_request(rendered, min(self.max_tokens, 2048))
         response = await self._complete(job, request, "flush")
-        ctx = LocalContext(job.record.run_id, job.session_key, job.agent, job.origin)
+        ctx = LocalContext(job.record.run_id, job.session_key, job.agent, job.origin, job.standing)
         stored, refused = await store_facts(response.tool_uses, tools, self.rules, ctx, job.policy)
         if stored:
             FLUSHED_FACTS.labels(to).inc(stored)
@@ -277,9 +281,12 @@ class Compactor:
         if isinstance(model, ModelRouter):
             model = model.bind(live.agent, events)
         record = RunRecord(run_id, session_key, live.agent, "", 0, datetime.now(UTC))
-        policy = self.rules.policy(live.agent, session_key, live.tool_policy)
+        # No run's standing here: the one the session gives what is not its own person's.
+        standing = session_standing(session_key, live.root_standing)
+        policy = self.rules.policy(live.agent, session_key, live.tool_policy, standing=standing)
         keep = keep_turns or self.settings.compaction_keep_turns
         job = Job(session_key, live.agent, model, policy, "manual", keep, events, record)
+        job.standing = standing
         return await self.compact(job)
 
 
@@ -315,6 +322,7 @@ class RunCompaction:
             self.turn.events,
             r,
             self.turn.origin,
+            self.turn.standing,
         )
 
     def _view(self) -> list[Message]:

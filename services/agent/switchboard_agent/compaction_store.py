@@ -35,6 +35,7 @@ class Live:
     messages: list[dict[str, Any]]  # without the summary message
     tool_policy: dict[str, Any] | None
     model: str  # the session's own model ("" : the agent's)
+    root_standing: str = ""  # what its root session remembers (standing.py)
 
     def view(self) -> list[dict[str, Any]]:
         head = [summary_message(self.summary)] if self.summary else []
@@ -61,7 +62,9 @@ class CompactionStore:
     async def live(self, session_key: str) -> Live | None:
         """The session's live transcript (None: no such session)."""
         rows = await self.pool.fetch(
-            "SELECT s.agent, s.epoch, s.tool_policy, s.model, c.summary, m.id, m.role, m.content"
+            "SELECT s.agent, s.epoch, s.tool_policy, s.model, c.summary, m.id, m.role, m.content,"
+            " (SELECT standing FROM agent.sessions WHERE session_key ="
+            " split_part($1, ':sub:', 1)) AS root_standing"
             " FROM agent.sessions s"
             " LEFT JOIN LATERAL (SELECT summary, through_id FROM agent.compactions"
             " WHERE session_key = s.session_key AND epoch = s.epoch"
@@ -83,6 +86,7 @@ class CompactionStore:
             messages=[{"role": r["role"], "content": json.loads(r["content"])} for r in found],
             tool_policy=json.loads(first["tool_policy"]) if first["tool_policy"] else None,
             model=first["model"],
+            root_standing=first["root_standing"] or "",
         )
 
     async def save(self, c: Compaction) -> bool:

@@ -12,13 +12,14 @@ from switchboard.plugins import PluginSettings
 from switchboard.queue_modes import QueueMode
 from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings, RpcSettings
 from switchboard.skills import SkillSettings
+from switchboard.trust import GROUP_PROFILE, Visibility
 
 from .approval_rules import ApprovalRules
 from .budget import BudgetSettings
 from .compaction_config import CompactionSettings
 from .failover_config import FailoverSettings
 from .message_tool import MessageTarget, check_targets
-from .policy import ToolPolicy
+from .policy import FULL_POLICY, ToolPolicy, group_layer
 from .subagent_config import SubagentSettings
 from .toolgate import ToolRules
 
@@ -63,10 +64,15 @@ class AgentSettings(
     subagent_tool_policy: dict[str, Any] | None = None
     tool_approvals: list[str] = Field(default_factory=list)
     approval_timeout_s: float = Field(default=3600.0, gt=0)
-    # The chats the `message` tool may address by name (message_tool.py), and the senders
-    # ("<channel>:<sender id>") who may decide any approval from a chat (chat_approvals.py).
+    # Trust between people (docs/trust.md): the layer over the agent's policy for runs of a
+    # group's standing (a profile name or {"profile", "allow", "deny"}; "full": none), and how
+    # far the session tools see (agent and all: only from the owner's standing).
+    group_tool_profile: str | dict[str, Any] = GROUP_PROFILE
+    session_visibility: Visibility = Visibility.TREE
+    # The chats the `message` tool may address by name (message_tool.py; from the owner's
+    # standing only). Who may decide approvals from a chat is the router's stamp (its
+    # SB_OWNERS, with SB_APPROVERS folded in): chat_approvals.py.
     message_targets: dict[str, MessageTarget] = Field(default_factory=dict)
-    approvers: list[str] = Field(default_factory=list)
     # Memory (agent_memory.py): the memory service ("" : no memory tools, nothing synced);
     # whose memory a direct session uses ("agent": the agent's own, "user": each person's);
     # memories offered in the system prompt per run (0: none, the model searches itself);
@@ -103,12 +109,6 @@ class AgentSettings(
         check_targets(self.message_targets)
         for zone in [self.timezone, *self.agent_timezones.values()]:
             check_timezone(zone)
-        for entry in self.approvers:
-            channel, _, sender = entry.partition(":")
-            if not channel or not sender or entry != entry.strip():
-                raise ValueError(
-                    f'approvers: {entry!r} is not "<channel>:<sender id>" (e.g. "telegram:42")'
-                )
         return self
 
     def tool_rules(self) -> ToolRules:
@@ -124,6 +124,7 @@ class AgentSettings(
             if self.subagent_tool_policy is not None
             else None,
             approvals=ApprovalRules.parse(self.tool_approvals, "tool_approvals"),
+            group=None if (group := group_layer(self)) == FULL_POLICY else group,
         )
 
     def workspace_root(self) -> Path:

@@ -2,8 +2,11 @@
 ``Scheduler`` (``SB_SCHEDULER_ADDR``). Actions: ``list`` (the agent's jobs), ``add`` (a message
 job: a cron expression with a time zone, an interval ``every`` or a one-shot ``at``), ``remove``
 and ``run`` (now). A job it adds wakes the run's own session and, when the run came from a chat,
-replies there. Jobs of other agents are invisible to it. ``cron`` is ``group:automation`` for the
-tool policy; sub-agents are denied it by default."""
+replies there. Jobs of other agents are invisible to it, and outside the owner's standing
+(docs/trust.md) so are the jobs of other conversations: ``list``, ``remove`` and ``run`` see only
+the jobs whose session is in the run's own session tree (another one's read as not found). A job
+fires into its session and so keeps that session's standing. ``cron`` is ``group:automation``
+for the tool policy (not in the group profile); sub-agents are denied it by default."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from datetime import UTC, datetime
 
 import grpc
 
-from switchboard import scheduling
+from switchboard import scheduling, trust
 from switchboard.errors import InvalidSchedule
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from .chat_parts import reply_destination
@@ -69,6 +73,16 @@ def describe(job: scheduler_pb2.Job) -> str:
     return f"{job.name}: {schedule}, {state}{last}{error} - {job.message[:80]!r}"
 
 
+def visible(ctx: LocalContext, job: scheduler_pb2.Job) -> bool:
+    """Is ``job`` one the run may see: its agent's, and (outside the owner's standing) of a
+    session in the run's own session tree?"""
+    if job.agent != ctx.agent:
+        return False
+    return ctx.standing is Standing.OWNER or (
+        trust.root_key(job.session_key) == trust.root_key(ctx.session_key)
+    )
+
+
 class CronTool:
     def __init__(self, channel: grpc.aio.Channel, outbound: OutboundPublisher) -> None:
         self.stub = scheduler_pb2_grpc.SchedulerStub(channel)
@@ -102,15 +116,21 @@ class CronTool:
             return self._refused(call, exc)
 
     async def _own(self, ctx: LocalContext, name: str) -> bool:
-        """Is the job this agent's? (Another agent's reads as not found.)"""
-        job = await self.stub.Status(scheduler_pb2.JobName(name=name), timeout=TIMEOUT_S)
-        return job.agent == ctx.agent
+        """May the run see the job? (Another agent's, or another conversation's outside the
+        owner's standing, reads as not found.)"""
+        try:
+            job = await self.stub.Status(scheduler_pb2.JobName(name=name), timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return False  # the same answer as for a job out of sight
+            raise
+        return visible(ctx, job)
 
     async def _list(self, ctx: LocalContext, call: CallRequest) -> CallResult:
         found = await self.stub.List(
             scheduler_pb2.ListJobsRequest(agent=ctx.agent), timeout=TIMEOUT_S
         )
-        lines = [describe(j) for j in found.jobs]
+        lines = [describe(j) for j in found.jobs if visible(ctx, j)]
         text = "\n".join(lines) if lines else "No scheduled jobs."
         return CallResult(call.call_id, text, False, {"jobs": len(lines)})
 

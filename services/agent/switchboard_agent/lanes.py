@@ -278,7 +278,9 @@ class LaneManager:
         ACTIVE_RUNS.inc()
         try:
             task = asyncio.create_task(
-                self.runner.run(batch, cursor, control, state.tool_policy, mode, state.model)
+                self.runner.run(
+                    batch, cursor, control, state.tool_policy, mode, state.model, state.standing
+                )
             )
             with self.running.tracking(first.session_key, task, control):
                 if not mode.interrupts:

@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
 from .providers.base import ToolSpec
@@ -30,12 +31,15 @@ tracer = trace.get_tracer("switchboard.agent")
 
 @dataclass(frozen=True)
 class LocalContext:
-    """The run a local call belongs to; ``origin``: the lane item that started the run."""
+    """The run a local call belongs to; ``origin``: the lane item that started the run;
+    ``standing``: the run's (docs/trust.md), which every local tool obeys (memory scope,
+    session visibility, named message targets, cron jobs it sees)."""
 
     run_id: str
     session_key: str
     agent: str
     origin: messages_pb2.LaneItem
+    standing: Standing = Standing.PERSONAL
 
 
 class LocalTool(Protocol):

@@ -6,8 +6,9 @@ may not write memory flushes nothing), and a call an approval rule covers is ref
 than waited for (a compaction never waits for a person). ``memory_store`` is the memory
 service's when memory is configured; without it, :class:`MemoryFileStore` appends the facts to
 ``memory/YYYY-MM-DD.md`` in the agent's workspace (indexed once memory is configured) — only for
-sessions in the agent's own memory scope, so a group's facts never land in the agent's private
-files.
+runs of the owner's standing (docs/trust.md), whose memory scope those files are in: a group's or
+another person's facts never land in the agent's private files (without the memory service their
+flush stores nothing; with it, their facts go to their own scope).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from switchboard import trust
 from switchboard.beneath import O_CLOEXEC, open_beneath
 
 from .local_tools import LocalContext, LocalTools, tool_error
@@ -125,6 +127,8 @@ class MemoryFileStore:
         return self.SPEC
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
+        if not trust.private_files(ctx.standing):  # the caller checks too: never the agent's
+            return tool_error(call, "Memory files are the owner's only.", "not_allowed")
         now = datetime.now(UTC).astimezone(self.zone(ctx.agent))
         text = " ".join(str(call.args["text"]).split())
         line = f"- {text} ({now:%H:%M}, session {ctx.session_key})\n"

@@ -1,9 +1,9 @@
 """The memory tools, run by the agent itself (the memory service is its gRPC callee):
 ``memory_search`` (``{"query", "k"}``), ``memory_get`` (``{"path", "from_line", "lines"}``) and
-``memory_store`` (``{"text"}``). Each works in the run's scope (:mod:`.memory_scope`), so a group
-chat never reads a private conversation's memory and one person never another's when the agent
-keeps memory per user. They are ``group:memory`` for the tool policy; sub-agents are denied
-``memory_store`` by default.
+``memory_store`` (``{"text"}``). Each works in the run's scope (:mod:`.memory_scope`: its session
+and standing), so a group chat never reads a private conversation's memory, one person never
+another's, and only the owner's standing the agent's own (with ``MEMORY.md``). They are
+``group:memory`` for the tool policy; sub-agents are denied ``memory_store`` by default.
 
 A failure of the memory service is a tool error the model can read, never a failed run."""
 
@@ -49,7 +49,7 @@ class _MemoryTool:
         self.mode = mode
 
     def user(self, ctx: LocalContext) -> str:
-        return memory_user(ctx.session_key, self.mode)
+        return memory_user(ctx.session_key, self.mode, ctx.standing)
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
         try:

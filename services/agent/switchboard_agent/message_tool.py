@@ -1,6 +1,8 @@
 """The ``message`` tool: a run speaks first. A scheduled run, a sub-agent or a long task sends
 a message to the chat of the conversation (``to: "current"``, the default) or to a target the
-operator named in ``SB_MESSAGE_TARGETS``; nothing else can be addressed.
+operator named in ``SB_MESSAGE_TARGETS``; nothing else can be addressed. Named targets are the
+operator's: only a run of the owner's standing (docs/trust.md) may use them; any other gets a
+readable refusal and nothing is sent.
 
 ``SB_MESSAGE_TARGETS`` is a JSON object ``{"<name>": {"channel", "account"?, "chat_id",
 "chat_type"? ("direct" | "group"), "thread_id"?}}``, checked when the agent starts: names are
@@ -34,6 +36,7 @@ from switchboard.media import (
     media_ref,
     parse_media_ref,
 )
+from switchboard.trust import Standing
 
 from .chat_parts import ChatDestination, publish_part, reply_destination
 from .local_tools import LocalContext, tool_error
@@ -159,13 +162,25 @@ class MessageTool:
                 return _shown_in_webchat(call, text, media)
             if destination is None:
                 channel = ctx.origin.message.channel or "this channel"
+                instead = (
+                    f" Name a target instead ({self._known()})."
+                    if ctx.standing is Standing.OWNER
+                    else ""
+                )
                 return tool_error(
                     call,
                     f"message: this conversation ({channel}) has no chat to send to; its"
-                    f" replies go back on the request. Name a target instead ({self._known()}).",
+                    f" replies go back on the request.{instead}",
                     "no_chat",
                 )
             message_ids = [ctx.origin.message.message_id]
+        elif ctx.standing is not Standing.OWNER:
+            return tool_error(
+                call,
+                f"message: named targets are for the owner's own conversations only; this one"
+                f" may send to {CURRENT!r} (its own chat). Nothing was sent.",
+                "not_allowed",
+            )
         else:
             target = self.targets.get(to)
             if target is None:

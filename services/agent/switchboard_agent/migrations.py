@@ -176,4 +176,12 @@ MIGRATIONS = [
         CREATE INDEX compactions_by_message ON agent.compactions (through_id);
         """,
     ),
+    # A direct session remembers the standing its own person gave it (docs/trust.md,
+    # standing.py): a job, the operator's message or another session's message into it gets no
+    # more than that. '' : not known yet.
+    Migration(
+        8,
+        "the standing a session's own person gave it",
+        "ALTER TABLE agent.sessions ADD COLUMN standing text NOT NULL DEFAULT ''",
+    ),
 ]

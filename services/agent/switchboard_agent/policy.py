@@ -11,6 +11,8 @@ Entries (in ``allow``/``deny`` lists, profiles and approval rules) are one of:
 
 Profiles: ``minimal`` = get_time; ``coding`` = fs, runtime, web, time, memory, sessions, media
 (``image``); ``messaging`` = message, sessions_list, sessions_history, get_time, web_search, image;
+``group`` = fs_read, web, time, memory, media, message (``SB_GROUP_TOOL_PROFILE``'s default, for
+group chats: no file writes, no commands, no session tools, no jobs, no MCP or A2A tools);
 ``full`` = ``*``. Messaging gets no shell, no files and no spawning: it talks, looks things up, and
 reads its own sessions.
 
@@ -21,8 +23,9 @@ One layer (``ToolPolicy``) decides like this, in order:
 3. Without a profile, a non-empty ``allow`` *restricts* to the tools it matches; an empty or
    missing ``allow`` means no restriction (to forbid everything, deny ``*``).
 
-Layers stack agent -> session -> sub-agent (``Policy``): a tool is allowed only if every layer
-allows it, so a lower layer can only narrow what the layers above allowed. Sessions whose key holds
+Layers stack agent -> session -> group -> sub-agent (``Policy``): a tool is allowed only if every
+layer allows it, so a lower layer can only narrow what the layers above allowed. A run of a group's
+standing (docs/trust.md) gets the group layer (``SB_GROUP_TOOL_PROFILE``). Sessions whose key holds
 ``:sub:`` get a sub-agent layer, by default ``deny: DEFAULT_SUBAGENT_DENY``; an explicit sub-agent
 policy replaces that default (e.g. to let sub-agents store memory).
 """
@@ -70,6 +73,16 @@ PROFILES: dict[str, tuple[str, ...]] = {
         "group:time",
         "web_search",
         "group:media",
+    ),
+    # Group chats (SB_GROUP_TOOL_PROFILE's default, docs/trust.md): talk, look things up, read
+    # the group's own files and memory.
+    "group": (
+        "group:fs_read",
+        "group:web",
+        "group:time",
+        "group:memory",
+        "group:media",
+        "group:messaging",
     ),
     "full": ("*",),
 }
@@ -227,6 +240,26 @@ class ToolPolicy:
 
 
 DEFAULT_SUBAGENT_POLICY = ToolPolicy(deny=DEFAULT_SUBAGENT_DENY)
+FULL_POLICY = ToolPolicy(profile="full")
+
+
+def group_layer(setting: object) -> ToolPolicy:
+    """The layer ``SB_GROUP_TOOL_PROFILE`` names for runs of a group's standing (docs/trust.md):
+    a profile name, or an object ``{"profile", "allow", "deny"}``; ``setting`` is the value, or
+    the agent's settings (their ``group_tool_profile``: what ``switchboard security audit``
+    passes). ``full`` is :data:`FULL_POLICY` (no layer at all in a run's policy: the
+    behaviour before groups had one). A PolicyError says what to fix."""
+    value = getattr(setting, "group_tool_profile", setting)
+    where = "group_tool_profile"
+    if isinstance(value, str):
+        name = value.strip()
+        if name.startswith("{"):
+            raise PolicyError(f"{where}: not valid JSON ({name[:80]!r})")
+        if name not in PROFILES:
+            known = ", ".join(PROFILES)
+            raise PolicyError(f"{where}: unknown profile {name!r}; known: {known}")
+        return ToolPolicy(profile=name)
+    return ToolPolicy.from_config(value, where)
 
 
 @dataclass(frozen=True)
@@ -268,13 +301,17 @@ def effective_policy(
     *,
     session_key: str = "",
     subagent: ToolPolicy | None = None,
+    group: ToolPolicy | None = None,
 ) -> Policy:
-    """Stack agent -> session -> sub-agent (only for ``:sub:`` session keys) into one ``Policy``."""
+    """Stack agent -> session -> group (given for a run of a group's standing) -> sub-agent
+    (only for ``:sub:`` session keys) into one ``Policy``."""
     layers: list[tuple[str, ToolPolicy]] = []
     if agent is not None:
         layers.append(("agent", agent))
     if session is not None:
         layers.append(("session", session))
+    if group is not None:
+        layers.append(("group", group))
     if is_subagent(session_key):
         layers.append(("sub-agent", subagent if subagent is not None else DEFAULT_SUBAGENT_POLICY))
     return Policy(tuple(layers))

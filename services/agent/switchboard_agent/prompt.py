@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from switchboard import trust
+from switchboard.trust import Standing
+
 from .workspace_files import WorkspaceFiles, files_for
 
 BASE = (
@@ -26,6 +29,16 @@ FILES_HEADING = (
     "These user-editable files from your workspace are loaded into every conversation; "
     "change them with the file tools to change how you work."
 )
+
+
+# What the runtime section says of each standing (docs/trust.md).
+STANDINGS = {
+    Standing.OWNER: "a conversation of your owner",
+    Standing.PERSONAL: "a conversation with someone who is not your owner: the owner's private"
+    " files and memory are not available, and this conversation's files are its own",
+    Standing.GROUP: "a group chat: the owner's private files and memory are not available, and"
+    " the tools are limited",
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,7 @@ class RunFacts:
     channel: str
     model: str  # provider:model
     heartbeat: bool = False
+    standing: Standing = Standing.PERSONAL  # docs/trust.md: the owner's private files or not
 
 
 class PromptBuilder:
@@ -63,7 +77,7 @@ class PromptBuilder:
         return ZoneInfo(self.agent_timezones.get(agent) or self.timezone)
 
     def build(self, facts: RunFacts, now: datetime | None = None) -> Prompt:
-        names = files_for(facts.kind, facts.heartbeat)
+        names = files_for(facts.kind, facts.heartbeat, trust.private_files(facts.standing))
         loaded = self.files.load(facts.agent, names)
         stable = [BASE]
         if loaded:
@@ -85,5 +99,6 @@ class PromptBuilder:
             f"Agent: {facts.agent}. Model: {facts.model}. Channel: {facts.channel or 'none'}. "
             f"Session: {facts.session_key} ({facts.kind}"
             f"{', heartbeat run' if facts.heartbeat else ''}).\n"
+            f"Standing: {facts.standing} ({STANDINGS[facts.standing]}).\n"
             f"Host: Switchboard on {platform.system()}."
         )

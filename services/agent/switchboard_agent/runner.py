@@ -21,6 +21,7 @@ from switchboard.sessions import session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
+from .aborts import close_interrupted
 from .agent_media import AgentMedia, note
 from .agent_memory import AgentMemory
 from .approvals import Checkpoint
@@ -40,17 +41,12 @@ from .providers.errors import ModelError
 from .queueing import Batch, PendingItem, RunControl
 from .replies import committed_reply, reply_text
 from .session_models import SessionModels
+from .standing import settle
 from .store import RunRecord, SessionStore
 from .toolgate import ToolGate, ToolRules
 from .toolphase import run_tools
 from .tools_client import ToolDispatcher
-from .turn import (
-    Turn,
-    pending_tool_uses,
-    restore,
-    text_message,
-    user_turn,
-)
+from .turn import Turn, pending_tool_uses, restore, text_message, user_turn
 from .workspace_files import WorkspaceFiles, session_kind
 
 log = logging.getLogger(__name__)
@@ -128,10 +124,11 @@ class Runner:
         session_policy: dict[str, Any] | None = None,
         mode: QueueMode = QueueMode.QUEUE,
         model_ref: str = "",
+        stored_standing: str = "",
     ) -> None:
         """Answer ``batch``; commit the transcript and move the cursor over it, atomically.
         A run that was waiting for an approval when its owner died resumes from its
-        checkpoint."""
+        checkpoint. ``stored_standing``: the one the session remembers (standing.py)."""
         item = batch.primary.item
         key = item.session_key
         done, saved = await self.store.run_state(key, item.message.message_id)
@@ -156,8 +153,10 @@ class Runner:
             lane_seq=batch.cover_seq,
             started_at=datetime.now(UTC),
         )
-        policy = self.gate.rules.policy(item.agent, key, session_policy)
-        turn = Turn(record, events, control, policy, checkpoint is not None, origin=item)
+        standing = await settle(self.store, [p.item for p in batch.items], stored_standing)
+        policy = self.gate.rules.policy(item.agent, key, session_policy, standing=standing)
+        resumed = checkpoint is not None
+        turn = Turn(record, events, control, policy, resumed, origin=item, standing=standing)
         reply = turn.reply
         if checkpoint:
             restore(turn, checkpoint.state, batch)
@@ -168,6 +167,7 @@ class Runner:
         ) as span:
             span.set_attribute("sb.session", key)
             span.set_attribute("sb.run_id", run_id)
+            span.set_attribute("sb.standing", str(standing))
             try:
                 # Inside: an abort can land while the start event goes out (the client saw it
                 # and asked); outside, that run ended unrecorded and its message ran again.
@@ -181,7 +181,7 @@ class Runner:
                 current = asyncio.current_task()
                 if current is not None:
                     current.uncancel()
-                await self._interrupted(record)
+                await close_interrupted(record, self.nc, self.subjects, self.gate.store)
             record.lane_seq = batch.cover_seq
             await self.store.commit_run(record, expected_cursor)
             text = reply_text(record.messages, record.status, record.stop_reason)
@@ -193,7 +193,7 @@ class Runner:
                 await self.hooks.message_sent(run_id, item, text)
             if self.memory is not None and record.status == "completed":
                 asked = "\n".join(p.item.message.text for p in batch.items)
-                self.memory.after_commit(item.agent, key, run_id, asked, text)
+                self.memory.after_commit(item.agent, key, run_id, asked, text, standing)
             if self.after_commit is not None:
                 await self.after_commit(item, text, record.status)
             if record.status != "completed":
@@ -242,35 +242,6 @@ class Runner:
                 found.run_id, item, found.text, found.message_ids, mode.threads_replies
             )
 
-    async def _interrupted(self, record: RunRecord) -> None:
-        """A newer message aborted the run: stop its tool calls and close its transcript so a
-        dangling tool_use never reaches the model."""
-        record.status = "interrupted"
-        record.stop_reason = "interrupted"
-        if self.gate.store is not None:
-            await self.gate.store.cancel_run(record.run_id, "interrupted by a newer message")
-        await bus.core_publish(
-            self.nc,
-            self.subjects.tools_cancel(record.run_id),
-            messages_pb2.ToolCancel(run_id=record.run_id, reason="interrupted"),
-        )
-        uses = pending_tool_uses(record.messages)
-        if uses:
-            record.messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": u["id"],
-                            "content": "interrupted by a newer message",
-                            "is_error": True,
-                        }
-                        for u in uses
-                    ],
-                }
-            )
-
     async def _execute(self, batch: Batch, turn: Turn, model_ref: str = "") -> None:
         """Run the tool loop; fill ``turn.record`` and ``turn.reply`` (the text as streamed).
         ``model_ref``: the session's own model ("" : the configured one)."""
@@ -303,13 +274,15 @@ class Runner:
             channel=inbound.channel,
             model=record.model,
             heartbeat=is_heartbeat(inbound),
+            standing=turn.standing,
         )
         prompt = self.prompts.build(facts)
         system = "\n\n".join([prompt.text, *system_extra])
         if self.memory is not None:
             self.memory.before_run(item.agent)
             asked = "\n".join(p.item.message.text for p in batch.items)
-            if recalled := await self.memory.recall(item.agent, item.session_key, asked):
+            recalled = await self.memory.recall(item.agent, item.session_key, asked, turn.standing)
+            if recalled:
                 system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs(item.agent), item.agent)
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]

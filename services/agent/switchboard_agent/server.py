@@ -122,7 +122,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             *(memory.tools() if memory else []),
             *_cron(settings, rt, outbound),
             SkillReadTool(skills),
-            *session_tools(subagents, store),
+            *session_tools(subagents, store, settings.session_visibility),
         ]
         hooks = Hooks(settings.hook_timeout_s)
         reserved = [t.spec.name for t in own] + ([IMAGE_SPEC.name] if media else [])
@@ -186,13 +186,13 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         gate.announce = ApprovalNotices(outbound, approvals)
         gate.hooks = hooks
         # "/approve <id>" in a chat: the router asks, any replica answers.
-        await ChatDecisions(approvals, waiter, settings.approvers).subscribe(rt.nc, rt.subjects)
+        await ChatDecisions(approvals, waiter).subscribe(rt.nc, rt.subjects)
         # "/new", "/reset", "/stop", "/status", "/model", "/compact" in a chat: the router asks.
         compact = CompactCommand(compactor, models, rt.nc, rt.subjects)
         rt.stack.push_async_callback(compact.close)
-        await SessionCommands(
-            admin, models, settings.queue_mode, settings.approvers, compact
-        ).subscribe(rt.nc, rt.subjects)
+        await SessionCommands(admin, models, settings.queue_mode, compact).subscribe(
+            rt.nc, rt.subjects
+        )
         runner = Runner(
             rt.nc,
             rt.subjects,

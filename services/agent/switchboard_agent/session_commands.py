@@ -12,22 +12,22 @@ out here, because the agent holds what they change, and answers with the text fo
 - ``/compact``: compact the conversation now (memory flush, summary: :mod:`compaction`); it
   runs in the background (two model calls) and the answer says it started.
 
-Who may: in a direct conversation, its person (the router routed their own message to their
-own session); in a group, which has no single owner, only the operators in ``SB_APPROVERS``.
-The router (chat channels: it admitted and identified the sender) and the gateway (WebChat:
-its user holds the gateway token) are the only ones that may publish on
-``sb.sessions.command`` (:mod:`switchboard.natsauth`), so the request is trusted here."""
+Who may (:func:`switchboard.trust.may_use_session_commands`, docs/trust.md): an owner anywhere;
+in a direct conversation, its person; in a group, which has no single owner, nobody else. The
+request's role is the router's stamp (chat channels: it admitted and identified the sender, and
+folds ``SB_APPROVERS`` into the owners) or the gateway's (WebChat: its user holds the gateway
+token); they are the only ones that may publish on ``sb.sessions.command``
+(:mod:`switchboard.natsauth`), so the request is trusted here."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from switchboard import bus
+from switchboard import bus, trust
 from switchboard.errors import InvalidPayload, InvalidSessionKey
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import parse_session_key
@@ -44,7 +44,11 @@ QUEUE_GROUP = "agent-session-commands"
 COMMANDS = ("new", "reset", "stop", "status", "model", "compact")
 DEFAULT = "default"
 RESET_TEXT = "Started a fresh conversation: earlier messages of this chat are forgotten."
-NOT_ALLOWED = "Only the operators of this assistant may use session commands in a group."
+NOT_ALLOWED_GROUP = "Only the owners of this assistant may use session commands in a group."
+NOT_ALLOWED = (
+    "Only the person of this conversation or the owners of this assistant may use session"
+    " commands here."
+)
 
 
 def result(outcome: str, text: str) -> sessions_pb2.SessionCommandResult:
@@ -58,24 +62,20 @@ class SessionCommands:
         admin: SessionAdmin,
         models: SessionModels,
         default_mode: QueueMode,
-        approvers: Iterable[str] = (),
         compact: CompactCommand | None = None,
     ) -> None:
         self.admin = admin
         self.compact = compact
         self.models = models
         self.default_mode = default_mode
-        self.approvers = frozenset(approvers)
 
     async def subscribe(self, nc: NATS, subjects: bus.Subjects) -> Subscription:
         return await nc.subscribe(
             subjects.sessions_command(), queue=QUEUE_GROUP, cb=self._on_request
         )
 
-    def may_use(self, request: sessions_pb2.SessionCommand, kind: str) -> bool:
-        if request.sender in self.approvers:
-            return True
-        return kind == "direct"
+    def may_use(self, request: sessions_pb2.SessionCommand) -> bool:
+        return trust.may_use_session_commands(request.role, request.session_key)
 
     async def answer(
         self, request: sessions_pb2.SessionCommand
@@ -86,12 +86,13 @@ class SessionCommands:
             return result("invalid", "This chat has no session.")
         if request.command not in COMMANDS or not request.sender:
             return result("invalid", f"Unknown command; try /{', /'.join(COMMANDS)}.")
-        if not self.may_use(request, key.kind):
+        if not self.may_use(request):
             log.info(
                 "a session command was refused",
-                extra={"session": key.key, "sender": request.sender},
+                extra={"session": key.key, "sender": request.sender, "role": request.role},
             )
-            return result("not_allowed", NOT_ALLOWED)
+            group = key.root.kind == "group"
+            return result("not_allowed", NOT_ALLOWED_GROUP if group else NOT_ALLOWED)
         log.info("session command /%s", request.command, extra={"session": key.key})
         if request.command in ("new", "reset"):
             await self.admin.reset(key.key)

@@ -1,201 +1,137 @@
-"""The session tools, agent-local (:mod:`.local_tools`): ``sessions_spawn`` (sub-agents, see
-:mod:`.subagents`), ``sessions_list``, ``sessions_history`` and ``sessions_send``. They see and
-reach only sessions of the run's own agent. Each passes the tool policy like any tool: the
-sub-agent layer denies a child ``sessions_spawn`` and ``sessions_send`` by default, and
-``SB_SUBAGENT_MAX_DEPTH`` / ``SB_SUBAGENT_MAX_CHILDREN`` are readable tool errors."""
+"""The session tools, agent-local (:mod:`.local_tools`): ``sessions_spawn`` (sub-agents,
+:mod:`.spawn_tool`), ``sessions_list``, ``sessions_history`` and ``sessions_send``. Each passes
+the tool policy like any tool (the sub-agent layer denies a child ``sessions_spawn`` and
+``sessions_send`` by default; the group profile has none of them).
+
+How far they see (docs/trust.md): ``SB_SESSION_VISIBILITY`` (``self``, ``tree``, the default:
+the run's root conversation and every sub-agent below it, ``agent``: every session of the run's
+agent, ``all``: every agent's), ``agent`` and ``all`` only from the owner's standing
+(:func:`switchboard.trust.visibility_for`). A session out of sight reads exactly like one that
+does not exist: the same text, and no lookup that could tell them apart by its time.
+
+``sessions_send`` appends a message of role ``subagent`` to the target's lane, stamped with the
+lesser of the sending run's standing and the one the target gives what is not its own person's
+(:func:`.standing.session_standing`): a message never lends a session more than it has."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from switchboard import trust
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
+from switchboard.trust import Standing, Visibility
 from switchboard.v1 import messages_pb2
 
 from .local_tools import LocalContext, tool_error
 from .providers.base import ToolSpec
+from .spawn_tool import MAX_TASK, SpawnTool
+from .standing import SUBAGENT_ROLE, session_standing
 from .store import SessionStore, StoredMessage
-from .subagent_store import BACKGROUND, WAIT
-from .subagents import SESSION_CHANNEL, Outcome, Subagents, child_id, clipped, depth
+from .subagents import SESSION_CHANNEL, Subagents, child_id, clipped
 from .tools_client import CallRequest, CallResult
 
-MAX_TASK = 8000
-MAX_TASKS = 100  # the most SB_SUBAGENT_MAX_CHILDREN allows
-_TASK = {"type": "string", "minLength": 1, "maxLength": MAX_TASK}
-_LABEL = {"type": "string", "minLength": 1, "maxLength": 64}
 _KEY = {"type": "string", "minLength": 1, "maxLength": 256}
-
-
-def _spawn_spec(max_children: int) -> ToolSpec:
-    return ToolSpec(
-        "sessions_spawn",
-        "Hand tasks to sub-agents: each runs in a session of its own with your tools (less"
-        " spawning, cron, memory writes and messages) and answers with its final text. Give"
-        " one task, or several as tasks to run them in parallel. mode=wait (default) returns"
-        " their answers; mode=background returns at once and each answer arrives later in"
-        f" this conversation as a message. One run may start {max_children} in all.",
-        {
-            "type": "object",
-            "properties": {
-                "task": {**_TASK, "description": "What one sub-agent should do."},
-                "label": {**_LABEL, "description": "A short name for it."},
-                "tasks": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_TASKS,  # SB_SUBAGENT_MAX_CHILDREN answers in words
-                    "items": {
-                        "anyOf": [
-                            _TASK,
-                            {
-                                "type": "object",
-                                "properties": {"task": _TASK, "label": _LABEL},
-                                "required": ["task"],
-                                "additionalProperties": False,
-                            },
-                        ]
-                    },
-                    "description": "Several tasks, one sub-agent each, run in parallel.",
-                },
-                "mode": {"type": "string", "enum": [WAIT, BACKGROUND]},
-            },
-            "additionalProperties": False,
-        },
-    )
-
-
-def _tasks(args: dict[str, Any]) -> list[tuple[str, str]] | None:
-    if ("task" in args) == ("tasks" in args):
-        return None
-    if "task" in args:
-        return [(str(args["task"]), str(args.get("label") or ""))]
-    out = []
-    for t in args["tasks"]:
-        if isinstance(t, str):
-            out.append((t, ""))
-        else:
-            out.append((str(t["task"]), str(t.get("label") or "")))
-    return out
-
-
-def _outcome_text(n: int, o: Outcome) -> str:
-    name = f"{o.child.label} ({o.child.child_key})" if o.child.label else o.child.child_key
-    if o.status == "timeout":
-        body = "still running when the wait ended; its answer will arrive in this conversation."
-    elif o.status == "not_started":
-        body = "not started: the wait ended before its turn."
-    else:
-        body = clipped(o.text) or "(no text)"
-    return f"[{n}] sub-agent {name}: {o.status}\n{body}"
-
-
-class SpawnTool:
-    def __init__(self, subagents: Subagents) -> None:
-        self.subagents = subagents
-        self.settings = subagents.settings
-        self._spec = _spawn_spec(self.settings.subagent_max_children)
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self._spec
-
-    async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
-        tasks = _tasks(call.args)
-        if tasks is None:
-            return tool_error(
-                call, "sessions_spawn: give either task or tasks (not both).", "invalid_arguments"
-            )
-        limit = self.settings.subagent_max_depth
-        level = depth(ctx.session_key)
-        if level >= limit:
-            return tool_error(
-                call,
-                f"sessions_spawn refused: this session is {level} level(s) deep and sub-agents"
-                f" may nest only {limit} level(s) (SB_SUBAGENT_MAX_DEPTH). Do the task yourself.",
-                "depth_limit",
-            )
-        mode = str(call.args.get("mode") or WAIT)
-        try:
-            children = self.subagents.children_for(
-                ctx.session_key, ctx.run_id, call.call_id, tasks, mode
-            )
-        except InvalidSessionKey:
-            return tool_error(
-                call, "sessions_spawn refused: the sub-agents' session keys would be too long.",
-                "depth_limit",
-            )  # fmt: skip
-        most = self.settings.subagent_max_children
-        added, before = await self.subagents.store.add(
-            parent_key=ctx.session_key,
-            agent=ctx.agent,
-            parent_run_id=ctx.run_id,
-            children=children,
-            origin=ctx.origin.SerializeToString(),
-            max_per_run=most,
-        )
-        if not added:
-            return tool_error(
-                call,
-                f"sessions_spawn refused: one run may start {most} sub-agents in all"
-                f" (SB_SUBAGENT_MAX_CHILDREN); this run started {before} and asked for"
-                f" {len(children)} more. Nothing was started.",
-                "count_limit",
-            )
-        keys = [c.child_key for c in children]
-        if mode == BACKGROUND:
-            for child in children:
-                await self.subagents.publish(ctx.agent, ctx.session_key, child)
-            return CallResult(
-                call.call_id,
-                f"Started {len(children)} sub-agent(s) in the background: {', '.join(keys)}."
-                " Each one's answer will arrive in this conversation when it finishes.",
-                False,
-                {"mode": mode, "children": keys},
-            )
-        outcomes = await self.subagents.wait_all(ctx.agent, ctx.session_key, children)
-        text = "\n\n".join(_outcome_text(n, o) for n, o in enumerate(outcomes, 1))
-        return CallResult(
-            call.call_id,
-            text,
-            all(o.status not in ("completed", "timeout") for o in outcomes),
-            {"mode": mode, "children": [{"session_key": o.child.child_key,
-                                         "status": o.status} for o in outcomes]},
-        )  # fmt: skip
-
 
 LIST_SPEC = ToolSpec(
     "sessions_list",
-    "List the conversations (sessions) of this agent, newest first, and this session's"
-    " sub-agents with their state.",
+    "List the conversations (sessions) this session may see, newest first, and this"
+    " session's sub-agents with their state.",
     {
         "type": "object",
         "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}},
         "additionalProperties": False,
     },
 )
+_LISTED = {
+    Visibility.SELF: "This session (the only one it may see)",
+    Visibility.TREE: "Sessions of this conversation (itself and its sub-agents)",
+    Visibility.AGENT: "Sessions of agent {agent}",
+    Visibility.ALL: "Sessions of every agent",
+}
 
 
 def _stamp(t: Any) -> str:
     return t.isoformat(timespec="seconds") if t is not None else "-"
 
 
+@dataclass(frozen=True)
+class Target:
+    """A session a run may reach: its agent, and the standing it gives a message from
+    elsewhere."""
+
+    key: str
+    agent: str
+    standing: Standing
+
+
+class Reach:
+    """What a run may see of the other sessions (``SB_SESSION_VISIBILITY``, its standing)."""
+
+    def __init__(self, subagents: Subagents, configured: Visibility) -> None:
+        self.subagents = subagents
+        self.configured = configured
+
+    def visibility(self, ctx: LocalContext) -> Visibility:
+        return trust.visibility_for(self.configured, ctx.standing)
+
+    async def target(self, ctx: LocalContext, key: str) -> Target | str:
+        """The session ``key`` if this run may see it, else why not (out of sight: exactly
+        as if there were no such session)."""
+        try:
+            validate_session_key(key)
+        except InvalidSessionKey as exc:
+            return str(exc)
+        missing = f"there is no session {key!r}"
+        seen = self.visibility(ctx)
+        # Below ``all`` only the run's own agent's sessions: out of sight without a lookup.
+        if seen is not Visibility.ALL and not trust.can_see(
+            seen, ctx.session_key, ctx.agent, key, ctx.agent
+        ):
+            return missing
+        found = await self.subagents.store.session_target(key)
+        if found is None:
+            return missing
+        agent, stored = found
+        if not trust.can_see(seen, ctx.session_key, ctx.agent, key, agent):
+            return missing
+        return Target(key, agent, session_standing(key, stored))
+
+
 class ListTool:
     spec = LIST_SPEC
 
-    def __init__(self, subagents: Subagents, sessions: SessionStore) -> None:
-        self.subagents = subagents
+    def __init__(self, reach: Reach, sessions: SessionStore) -> None:
+        self.reach = reach
+        self.subagents = reach.subagents
         self.sessions = sessions
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
         limit = int(call.args.get("limit") or 20)
-        rows = await self.sessions.list_sessions(ctx.agent, limit)
-        lines = [f"Sessions of agent {ctx.agent} (newest first):"]
+        seen = self.reach.visibility(ctx)
+        if seen is Visibility.SELF:
+            rows = await self.sessions.list_sessions(ctx.agent, limit, within=ctx.session_key)
+        elif seen is Visibility.TREE:
+            root = trust.root_key(ctx.session_key)
+            rows = await self.sessions.list_sessions(ctx.agent, limit, within=root, tree=True)
+        else:
+            rows = await self.sessions.list_sessions(
+                ctx.agent if seen is Visibility.AGENT else "", limit
+            )
+        lines = [_LISTED[seen].format(agent=ctx.agent) + " (newest first):"]
         lines += [
             f"- {r.session_key}: {r.message_count} messages, updated {_stamp(r.updated_at)}"
+            + (f" (agent {r.agent})" if r.agent != ctx.agent else "")
             + (" (this one)" if r.session_key == ctx.session_key else "")
             for r in rows
         ] or ["- none yet"]
-        children = await self.subagents.store.children(ctx.session_key, limit)
+        children = [
+            c
+            for c in await self.subagents.store.children(ctx.session_key, limit)
+            if trust.can_see(seen, ctx.session_key, ctx.agent, c.child_key, ctx.agent)
+        ]
         if children:
             lines.append("Sub-agents of this session:")
             lines += [
@@ -208,8 +144,8 @@ class ListTool:
 
 HISTORY_SPEC = ToolSpec(
     "sessions_history",
-    "Read the latest messages of a session of this agent (one sessions_list shows, or a"
-    " sub-agent's).",
+    "Read the latest messages of a session this session may see (one sessions_list shows,"
+    " or a sub-agent's).",
     {
         "type": "object",
         "properties": {
@@ -237,31 +173,19 @@ def _line(m: StoredMessage) -> str:
     return f"{m.role}: {clipped(' '.join(parts), 2000)}"
 
 
-async def _visible(subagents: Subagents, ctx: LocalContext, key: str) -> str | None:
-    """Why ``key`` cannot be used by this run (None: it can: a session of the same agent)."""
-    try:
-        validate_session_key(key)
-    except InvalidSessionKey as exc:
-        return str(exc)
-    agent = await subagents.store.session_agent(key)
-    if agent is None and await subagents.store.get(key) is None:
-        return f"there is no session {key!r}"
-    if agent is not None and agent != ctx.agent:
-        return f"session {key!r} belongs to another agent"
-    return None
-
-
 class HistoryTool:
     spec = HISTORY_SPEC
 
-    def __init__(self, subagents: Subagents, sessions: SessionStore) -> None:
-        self.subagents = subagents
+    def __init__(self, reach: Reach, sessions: SessionStore) -> None:
+        self.reach = reach
+        self.subagents = reach.subagents
         self.sessions = sessions
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
         key = str(call.args["session_key"])
-        if (why := await _visible(self.subagents, ctx, key)) is not None:
-            return tool_error(call, f"sessions_history: {why}.", "unknown_session")
+        found = await self.reach.target(ctx, key)
+        if isinstance(found, str):
+            return tool_error(call, f"sessions_history: {found}.", "unknown_session")
         messages = await self.sessions.history(key, int(call.args.get("limit") or 20))
         if not messages:
             child = await self.subagents.store.get(key)
@@ -273,9 +197,9 @@ class HistoryTool:
 
 SEND_SPEC = ToolSpec(
     "sessions_send",
-    "Send a message into another session of this agent: it is answered there in turn, like"
-    " any message (the answer stays in that session's history; its chat does not see it)."
-    " wait_s > 0 waits that long for the answer and returns it.",
+    "Send a message into another session this session may see: it is answered there in"
+    " turn, like any message (the answer stays in that session's history; its chat does not"
+    " see it). wait_s > 0 waits that long for the answer and returns it.",
     {
         "type": "object",
         "properties": {
@@ -292,8 +216,9 @@ SEND_SPEC = ToolSpec(
 class SendTool:
     spec = SEND_SPEC
 
-    def __init__(self, subagents: Subagents) -> None:
-        self.subagents = subagents
+    def __init__(self, reach: Reach) -> None:
+        self.reach = reach
+        self.subagents = reach.subagents
 
     async def run(self, ctx: LocalContext, call: CallRequest) -> CallResult:
         key = str(call.args["session_key"])
@@ -301,10 +226,14 @@ class SendTool:
             return tool_error(
                 call, "sessions_send: that is this session; answer here instead.", "own_session"
             )
-        if (why := await _visible(self.subagents, ctx, key)) is not None:
-            return tool_error(call, f"sessions_send: {why}; nothing was sent.", "unknown_session")
+        target = await self.reach.target(ctx, key)
+        if isinstance(target, str):
+            return tool_error(
+                call, f"sessions_send: {target}; nothing was sent.", "unknown_session"
+            )
         mid = "send-" + child_id(ctx.run_id, call.call_id, 0)
         message = messages_pb2.InboundMessage(
+            role=SUBAGENT_ROLE,
             channel=SESSION_CHANNEL,
             account="default",
             sender=ctx.session_key,
@@ -313,9 +242,10 @@ class SendTool:
             message_id=mid,
             received_at_ms=int(time.time() * 1000),
             session_key=key,
-            agent=ctx.agent,
+            agent=target.agent,
         )
-        await self.subagents.append(key, ctx.agent, message, f"session:{key}:{mid}")
+        standing = trust.least(ctx.standing, target.standing)
+        await self.subagents.append(key, target.agent, message, f"session:{key}:{mid}", standing)
         wait_s = float(call.args.get("wait_s") or 0)
         if wait_s <= 0:
             return CallResult(call.call_id, f"sent to {key}", False, {"session_key": key})
@@ -337,11 +267,12 @@ class SendTool:
 
 
 def session_tools(
-    subagents: Subagents, sessions: SessionStore
+    subagents: Subagents, sessions: SessionStore, visibility: Visibility = Visibility.TREE
 ) -> list[SpawnTool | ListTool | HistoryTool | SendTool]:
+    reach = Reach(subagents, visibility)
     return [
         SpawnTool(subagents),
-        ListTool(subagents, sessions),
-        HistoryTool(subagents, sessions),
-        SendTool(subagents),
+        ListTool(reach, sessions),
+        HistoryTool(reach, sessions),
+        SendTool(reach),
     ]

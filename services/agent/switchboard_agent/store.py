@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from switchboard.sessions import SUBAGENT_MARKER
+
 from .compaction_store import summary_message
 
 Message = dict[str, Any]
@@ -61,6 +63,13 @@ class LaneState:
     queue_mode: str
     tool_policy: dict[str, Any] | None = None
     model: str = ""  # the session's own model ("" : the agent's)
+    standing: str = ""  # the standing its own person gave it ("" : unknown; standing.py)
+
+
+def like_prefix(text: str) -> str:
+    """A LIKE pattern (``ESCAPE '\\'``) matching every string that starts with ``text``."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
 
 
 class SessionStore:
@@ -69,14 +78,27 @@ class SessionStore:
 
     async def lane_state(self, session_key: str) -> LaneState:
         row = await self.pool.fetchrow(
-            "SELECT lane_cursor, queue_mode, tool_policy, model FROM agent.sessions"
+            "SELECT lane_cursor, queue_mode, tool_policy, model, standing FROM agent.sessions"
             " WHERE session_key = $1",
             session_key,
         )
         if row is None:
             return LaneState(0, "")
         policy = json.loads(row["tool_policy"]) if row["tool_policy"] else None
-        return LaneState(int(row["lane_cursor"]), row["queue_mode"], policy, row["model"])
+        return LaneState(
+            int(row["lane_cursor"]), row["queue_mode"], policy, row["model"], row["standing"]
+        )
+
+    async def remember_standing(self, session_key: str, agent: str, standing: str) -> None:
+        """Store the standing the session's own person gave it (only called when it changed,
+        so the steady state costs nothing). Not activity: ``updated_at`` stays."""
+        await self.pool.execute(
+            "INSERT INTO agent.sessions (session_key, agent, standing) VALUES ($1, $2, $3)"
+            " ON CONFLICT (session_key) DO UPDATE SET standing = EXCLUDED.standing",
+            session_key,
+            agent,
+            standing,
+        )
 
     async def set_tool_policy(
         self, session_key: str, agent: str, policy: dict[str, Any] | None
@@ -190,18 +212,28 @@ class SessionStore:
             for r in rows
         ]
 
-    async def list_sessions(self, agent: str = "", limit: int = 100) -> list[SessionRow]:
+    async def list_sessions(
+        self, agent: str = "", limit: int = 100, *, within: str = "", tree: bool = False
+    ) -> list[SessionRow]:
+        """The sessions of ``agent`` ("" : every agent's), newest first. ``within``: only that
+        session, and with ``tree`` its sub-agents (keys under ``<within>:sub:``) too (the
+        session tools' visibility, filtered here rather than after fetching everything)."""
         rows = await self.pool.fetch(
             "SELECT s.session_key, s.agent, s.updated_at,"
             " (SELECT count(*) FROM agent.messages m WHERE m.session_key = s.session_key"
             " AND m.epoch = s.epoch) AS n"
             " FROM agent.sessions s WHERE ($1 = '' OR s.agent = $1)"
+            " AND ($3 = '' OR s.session_key = $3"
+            " OR ($4::bool AND s.session_key LIKE $5 ESCAPE '\\'))"
             # a deleted session is listed again once it has a transcript of its own
             " AND (s.deleted_at IS NULL OR EXISTS (SELECT 1 FROM agent.messages m"
             " WHERE m.session_key = s.session_key AND m.epoch = s.epoch))"
             " ORDER BY s.updated_at DESC LIMIT $2",
             agent,
             limit,
+            within,
+            tree,
+            like_prefix(within + SUBAGENT_MARKER),
         )
         return [SessionRow(r["session_key"], r["agent"], r["updated_at"], r["n"]) for r in rows]
 

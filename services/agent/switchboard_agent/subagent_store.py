@@ -162,9 +162,17 @@ class SubagentStore:
             "DELETE FROM agent.subagents WHERE child_key = $1 AND status = $2", child_key, RUNNING
         )
 
-    async def session_agent(self, session_key: str) -> str | None:
-        """The agent of a stored session (None: no such session)."""
-        value = await self.pool.fetchval(
-            "SELECT agent FROM agent.sessions WHERE session_key = $1", session_key
+    async def session_target(self, session_key: str) -> tuple[str, str] | None:
+        """The agent of a session (a stored one, or a spawned child that has no row yet) and
+        the standing its root session remembers ("" : unknown); None: no such session. One
+        round trip (the session tools ask it for every target)."""
+        row = await self.pool.fetchrow(
+            "SELECT coalesce(s.agent, c.agent) AS agent, (SELECT standing FROM agent.sessions"
+            " WHERE session_key = split_part($1, ':sub:', 1)) AS root_standing"
+            " FROM (SELECT 1) AS one LEFT JOIN agent.sessions s ON s.session_key = $1"
+            " LEFT JOIN agent.subagents c ON c.child_key = $1",
+            session_key,
         )
-        return None if value is None else str(value)
+        if row is None or row["agent"] is None:
+            return None
+        return str(row["agent"]), str(row["root_standing"] or "")

@@ -18,7 +18,12 @@ the replica that commits it appends an item to the parent's lane, a copy of the 
 own item (so the parent's reply goes to the same chat) with the result as its text, under
 ``Nats-Msg-Id = subagent:<child key>:announce``; a replay of the child's item after a crash
 announces again and the duplicate is dropped (by the stream, else by the parent's run, which
-never answers one inbound id twice)."""
+never answers one inbound id twice).
+
+Standing (docs/trust.md): every item the agent appends carries one (``LaneItem.standing``), so
+a run never gets more than the run that caused it. A child's task has role ``subagent`` and the
+parent run's standing; an announcement keeps its origin item's role and carries the child's
+standing; ``sessions_send`` stamps the lesser of the sender's and the target's."""
 
 from __future__ import annotations
 
@@ -36,10 +41,12 @@ from nats.js import JetStreamContext
 
 from switchboard import bus
 from switchboard.sessions import SUBAGENT_MARKER, session_token, subagent_key
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
 from .metrics import SUBAGENTS
 from .replies import CommittedReply, committed_reply
+from .standing import SUBAGENT_ROLE, run_standing
 from .subagent_config import SubagentSettings
 from .subagent_store import BACKGROUND, WAIT, Child, SubagentStore
 
@@ -112,9 +119,11 @@ class Subagents:
             out.append(Child(subagent_key(parent_key, cid), cid, label, task, mode))
         return out
 
-    async def publish(self, agent: str, parent_key: str, child: Child) -> None:
+    async def publish(self, agent: str, parent_key: str, child: Child, standing: Standing) -> None:
+        """Start ``child``: its task on its lane, with the parent run's ``standing``."""
         now = int(time.time() * 1000)
         message = messages_pb2.InboundMessage(
+            role=SUBAGENT_ROLE,
             channel=CHILD_CHANNEL,
             account="default",
             sender=parent_key,
@@ -130,18 +139,26 @@ class Subagents:
                 )
             ],
         )
-        await self.append(child.child_key, agent, message, f"subagent:{child.child_key}")
+        msg_id = f"subagent:{child.child_key}"
+        await self.append(child.child_key, agent, message, msg_id, standing)
         SUBAGENTS.labels(child.mode, "started").inc()
 
     async def append(
-        self, key: str, agent: str, message: messages_pb2.InboundMessage, msg_id: str
+        self,
+        key: str,
+        agent: str,
+        message: messages_pb2.InboundMessage,
+        msg_id: str,
+        standing: Standing,
     ) -> int:
-        """Append an item to the lane of session ``key``; its stream sequence."""
+        """Append an item to the lane of session ``key``, stamped with the ``standing`` its
+        run gets at most; its stream sequence."""
         item = messages_pb2.LaneItem(
             session_key=key,
             agent=agent,
             message=message,
             enqueued_at_ms=int(time.time() * 1000),
+            standing=str(standing),
         )
         subject = self.subjects.lane(agent, session_token(key))
         return await bus.js_publish(self.js, subject, item, msg_id=msg_id)
@@ -158,9 +175,12 @@ class Subagents:
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 1.5, POLL_S[1])
 
-    async def wait_all(self, agent: str, parent_key: str, children: list[Child]) -> list[Outcome]:
-        """Run ``children`` at most ``subagent_concurrency`` at a time and wait for their
-        replies until ``subagent_timeout_s``; the run's slot is lent meanwhile."""
+    async def wait_all(
+        self, agent: str, parent_key: str, children: list[Child], standing: Standing
+    ) -> list[Outcome]:
+        """Run ``children`` (with the parent run's ``standing``) at most
+        ``subagent_concurrency`` at a time and wait for their replies until
+        ``subagent_timeout_s``; the run's slot is lent meanwhile."""
         deadline = time.monotonic() + self.settings.subagent_timeout_s
         slots = asyncio.Semaphore(self.settings.subagent_concurrency)
 
@@ -169,7 +189,7 @@ class Subagents:
                 if time.monotonic() >= deadline:
                     await self.store.drop(child.child_key)
                     return Outcome(child, "not_started")
-                await self.publish(agent, parent_key, child)
+                await self.publish(agent, parent_key, child, standing)
                 found = await self.reply(child.child_key, child.message_id, deadline)
             if found is None and await self.store.to_background(child.child_key):
                 SUBAGENTS.labels(WAIT, "timeout").inc()
@@ -212,6 +232,9 @@ class Subagents:
         message.sender = CHILD_CHANNEL
         message.message_id = f"{mid}:announce"
         message.received_at_ms = int(time.time() * 1000)
-        await self.append(finished.parent_key, item.agent, message, f"subagent:{key}:announce")
+        # The origin's role stays (its chat gets the reply); the standing is the child's.
+        standing = run_standing(item)
+        msg_id = f"subagent:{key}:announce"
+        await self.append(finished.parent_key, item.agent, message, msg_id, standing)
         SUBAGENTS.labels(BACKGROUND, "announced").inc()
         log.info("sub-agent result announced", extra={"session": finished.parent_key})

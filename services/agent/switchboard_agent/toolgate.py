@@ -1,6 +1,6 @@
 """What stands between a model's tool call and an executor: the tool policy (agent -> session ->
-sub-agent) and approvals. Denied calls become readable tool errors; calls that need approval get
-a ToolCall row and wait (see ``approvals``) without holding an executor."""
+group -> sub-agent) and approvals. Denied calls become readable tool errors; calls that need
+approval get a ToolCall row and wait (see ``approvals``) without holding an executor."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from switchboard.trust import GROUP_PROFILE, Standing
 from switchboard.v1 import messages_pb2
 
 from .approval_rules import ApprovalRules
@@ -19,22 +20,39 @@ from .metrics import APPROVALS, POLICY_DENIALS
 from .policy import Policy, ToolPolicy, effective_policy
 from .tools_client import CallRequest, CallResult
 
+GROUP_LAYER = ToolPolicy(profile=GROUP_PROFILE)
+
 
 @dataclass(frozen=True)
 class ToolRules:
-    """The configured policies and approval rules (validated when the settings load)."""
+    """The configured policies and approval rules (validated when the settings load).
+    ``group``: the layer a run of a group's standing gets (``SB_GROUP_TOOL_PROFILE``; None:
+    none, ``full``)."""
 
     default: ToolPolicy | None = None
     per_agent: Mapping[str, ToolPolicy] = field(default_factory=dict)
     subagent: ToolPolicy | None = None
     approvals: ApprovalRules = field(default_factory=ApprovalRules)
+    group: ToolPolicy | None = GROUP_LAYER
 
-    def policy(self, agent: str, session_key: str, session: Mapping[str, Any] | None) -> Policy:
-        """The effective policy of one session; ``session`` is its stored override."""
+    def policy(
+        self,
+        agent: str,
+        session_key: str,
+        session: Mapping[str, Any] | None,
+        *,
+        standing: Standing,
+    ) -> Policy:
+        """The effective policy of a run of ``standing`` in one session; ``session`` is the
+        session's stored override."""
         agent_policy = self.per_agent.get(agent, self.default)
         session_policy = ToolPolicy.from_config(session, "session") if session else None
         return effective_policy(
-            agent_policy, session_policy, session_key=session_key, subagent=self.subagent
+            agent_policy,
+            session_policy,
+            session_key=session_key,
+            subagent=self.subagent,
+            group=self.group if standing is Standing.GROUP else None,
         )
 
 

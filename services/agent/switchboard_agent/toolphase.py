@@ -109,10 +109,19 @@ async def _dispatch(
     jobs: list[Awaitable[list[CallResult]]] = []
     if theirs:
         jobs.append(
-            tools.run_all(record.run_id, record.session_key, record.agent, theirs, on_update)
+            tools.run_all(
+                record.run_id,
+                record.session_key,
+                record.agent,
+                theirs,
+                on_update,
+                standing=turn.standing,
+            )
         )
     if mine and local is not None:
-        ctx = LocalContext(record.run_id, record.session_key, record.agent, turn.origin)
+        ctx = LocalContext(
+            record.run_id, record.session_key, record.agent, turn.origin, turn.standing
+        )
         jobs.append(local.run_all(ctx, mine))
     for ran in await asyncio.gather(*jobs):
         results.extend(ran)

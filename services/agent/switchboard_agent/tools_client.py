@@ -18,7 +18,8 @@ from nats.js import JetStreamContext
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from switchboard import bus
+from switchboard import bus, trust
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
 from .providers.base import ToolSpec
@@ -86,9 +87,12 @@ class ToolDispatcher:
         agent: str,
         calls: list[CallRequest],
         on_update: OnUpdate | None = None,
+        *,
+        standing: Standing,
     ) -> list[CallResult]:
         """Send all calls of one turn at once and wait for every result (in call order);
-        ``on_update`` receives the partial output of streaming tools as it arrives."""
+        ``on_update`` receives the partial output of streaming tools as it arrives. A run not
+        of the owner's ``standing`` has its calls run in its session's private workspace."""
         pending: dict[str, asyncio.Future[CallResult]] = {
             c.call_id: asyncio.get_running_loop().create_future() for c in calls
         }
@@ -113,10 +117,14 @@ class ToolDispatcher:
             for call in calls:
                 if call.name in STREAMING_TOOLS:
                     subs.append(await self._follow(call, on_update))
+        workspace = trust.private_workspace(session_key, standing)
         try:
             return list(
                 await asyncio.gather(
-                    *(self._call(c, pending[c.call_id], run_id, session_key, agent) for c in calls)
+                    *(
+                        self._call(c, pending[c.call_id], run_id, session_key, agent, workspace)
+                        for c in calls
+                    )
                 )
             )
         finally:
@@ -139,6 +147,7 @@ class ToolDispatcher:
         run_id: str,
         session_key: str,
         agent: str,
+        workspace: str,
     ) -> CallResult:
         with tracer.start_as_current_span("tool.call", kind=SpanKind.PRODUCER) as span:
             span.set_attribute("sb.tool", call.name)
@@ -152,6 +161,7 @@ class ToolDispatcher:
                 args_json=json.dumps(call.args),
                 profile="default",
                 timeout_s=self.timeout_s,
+                workspace_session=workspace,
             )
             await bus.js_publish(
                 self.js,

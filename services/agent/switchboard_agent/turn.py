@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
 from .events import RunEvents
@@ -27,6 +28,9 @@ class Turn:
     # The lane item that started the run: its chat is the run's chat (the message tool's
     # "current" target, where approval notices go).
     origin: messages_pb2.LaneItem = field(default_factory=messages_pb2.LaneItem)
+    # What the run may touch (docs/trust.md, standing.py): its tools' workspace, the files in
+    # its prompt, its memory, how far the session tools see. Unknown: the least but a group's.
+    standing: Standing = Standing.PERSONAL
 
 
 def checkpoint_state(turn: Turn) -> dict[str, Any]:

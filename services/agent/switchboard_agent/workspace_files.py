@@ -1,12 +1,14 @@
 """The agent workspace's bootstrap files (DESIGN.md section 6.2): which ones a session gets,
 read cheaply on every run, truncated for the prompt, and seeded from templates once.
 
-Which files a run gets, by session kind (:func:`files_for`):
+Which files a run gets, by session kind and standing (:func:`files_for`, docs/trust.md):
 
-- direct conversations (and the owner's own ``hook:``/``cron:``/API sessions): ``AGENTS.md``,
-  ``SOUL.md``, ``TOOLS.md``, ``IDENTITY.md``, ``USER.md``, ``MEMORY.md``;
-- group chats: ``AGENTS.md``, ``SOUL.md``, ``TOOLS.md``, ``IDENTITY.md``: never ``USER.md``
-  (about the owner) or ``MEMORY.md`` (the owner's memory), which are private;
+- runs of the owner's standing in direct conversations (and the owner's own
+  ``hook:``/``cron:``/API sessions): ``AGENTS.md``, ``SOUL.md``, ``TOOLS.md``, ``IDENTITY.md``,
+  ``USER.md``, ``MEMORY.md``;
+- group chats, and every run not of the owner's standing (a person who is not the owner):
+  ``AGENTS.md``, ``SOUL.md``, ``TOOLS.md``, ``IDENTITY.md``: never ``USER.md`` (about the owner)
+  or ``MEMORY.md`` (the owner's memory), which are private;
 - sub-agents (``:sub:``): ``AGENTS.md`` and ``TOOLS.md`` only (no persona, nothing private);
 - a heartbeat run also gets ``HEARTBEAT.md``.
 
@@ -55,10 +57,12 @@ def session_kind(session_key: str, chat_type: str = "") -> str:
     return "group" if chat_type == "group" and kind != "sub" else kind
 
 
-def files_for(kind: str, heartbeat: bool = False) -> tuple[str, ...]:
+def files_for(kind: str, heartbeat: bool = False, private: bool = True) -> tuple[str, ...]:
+    """The files of a run in a session of ``kind``; ``private``: may it read the owner's
+    private files (:func:`switchboard.trust.private_files` of its standing)?"""
     if kind == "sub":
         return SUBAGENT
-    names = SHARED if kind == "group" else SHARED + PRIVATE
+    names = SHARED if kind == "group" or not private else SHARED + PRIVATE
     return (*names, scheduling.HEARTBEAT_FILE) if heartbeat else names
 
 

@@ -1,6 +1,7 @@
 """Deciding approvals from a chat (the agent's side of ``sb.approvals.decide``) against a real
-PostgreSQL and nats-server: the session's owner and an operator may decide, a stranger learns
-nothing and changes nothing, ids by prefix; and the notice a waiting call posts to its chat."""
+PostgreSQL and nats-server: the person of a DM decides its own approvals and an owner any (the
+roles the router stamps, docs/trust.md), a stranger or a group's member learns nothing and
+changes nothing, ids by prefix; and the notice a waiting call posts to its chat."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from switchboard.v1 import approvals_pb2, messages_pb2
 from switchboard_agent.approval_notice import ApprovalNotices, notice_text, render_args
 from switchboard_agent.approvals import ApprovalRow, ApprovalStore, ApprovalWaiter
 from switchboard_agent.chat_approvals import ChatDecisions, short_id
+from switchboard_agent.config import AgentSettings
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.outbound import OutboundPublisher
 from switchboard_agent.tools_client import CallRequest
 
 SUBJECTS = bus.Subjects()
-OWNER = "main:telegram:4242"
+OWNER = "main:telegram:4242"  # the DM of the person telegram:4242 (role user)
 
 
 @dataclass
@@ -42,7 +44,7 @@ async def env(nats_url: str, database_url: str) -> AsyncIterator[Env]:
     pool: asyncpg.Pool = await create_pool(database_url, max_size=2)
     await migrate(pool, SCHEMA, MIGRATIONS)
     store = ApprovalStore(pool)
-    decisions = ChatDecisions(store, ApprovalWaiter(nc, SUBJECTS, store), ["slack:UOPS"])
+    decisions = ChatDecisions(store, ApprovalWaiter(nc, SUBJECTS, store))
     await decisions.subscribe(nc, SUBJECTS)
     try:
         yield Env(nc, store, decisions)
@@ -64,21 +66,28 @@ async def waiting(store: ApprovalStore, session_key: str = OWNER, call: str = "c
 
 
 async def ask(
-    nc: NATS, typed: str, sender: str, session_key: str, approve: bool = True, reason: str = ""
+    nc: NATS,
+    typed: str,
+    sender: str,
+    session_key: str,
+    approve: bool = True,
+    reason: str = "",
+    role: str = "user",
 ) -> approvals_pb2.ChatDecisionResult:
-    """The request as the router sends it, over NATS."""
+    """The request as the router sends it, over NATS (``role``: its stamp)."""
     request = approvals_pb2.ChatDecision(
         approval_id=typed,
         approve=approve,
         reason=reason,
         sender=sender,
         session_key=session_key,
+        role=role,
     )
     reply = await nc.request(SUBJECTS.approvals_decide(), request.SerializeToString(), timeout=10)
     return approvals_pb2.ChatDecisionResult.FromString(reply.data)
 
 
-async def test_the_owner_decides_by_short_id_and_the_run_is_woken(env: Env) -> None:
+async def test_the_dms_person_decides_by_short_id_and_the_run_is_woken(env: Env) -> None:
     row = await waiting(env.store)
     woken = asyncio.Event()
 
@@ -107,14 +116,18 @@ async def test_the_owner_decides_by_short_id_and_the_run_is_woken(env: Env) -> N
 
 async def test_a_stranger_is_refused_and_learns_nothing(env: Env) -> None:
     row = await waiting(env.store)
-    for sender, key in [
-        ("telegram:9999", "main:telegram:9999"),
-        ("telegram:9999", "main:telegram:group:4242"),  # another chat's session
-        ("slack:4242", "main:slack:4242"),  # the same id on another channel
-        ("telegram:4242", ""),  # no session given
+    for sender, key, role in [
+        ("telegram:9999", "main:telegram:9999", "user"),
+        ("telegram:9999", "main:telegram:group:4242", "member"),  # another chat's session
+        ("telegram:9999", "main:telegram:group:4242", "user"),  # a user's role in a group
+        ("slack:4242", "main:slack:4242", "user"),  # the same id on another channel
+        ("telegram:4242", "", "user"),  # no session given
+        ("telegram:4242", OWNER, ""),  # no role stamped: the least
+        ("telegram:4242", OWNER, "member"),
+        ("telegram:4242", OWNER, "hook"),
     ]:
-        answer = await ask(env.nc, row.approval_id[3:11], sender, key)
-        assert answer == approvals_pb2.ChatDecisionResult(outcome="not_allowed"), sender
+        answer = await ask(env.nc, row.approval_id[3:11], sender, key, role=role)
+        assert answer == approvals_pb2.ChatDecisionResult(outcome="not_allowed"), (sender, role)
     current = await env.store.get(row.approval_id)
     assert current is not None and current.status == "awaiting_approval"
     # Decided meanwhile: a stranger is still told only that it may not decide.
@@ -123,10 +136,14 @@ async def test_a_stranger_is_refused_and_learns_nothing(env: Env) -> None:
     assert late == approvals_pb2.ChatDecisionResult(outcome="not_allowed")
 
 
-async def test_an_operator_decides_any_session_and_a_parent_its_sub_agents(env: Env) -> None:
+async def test_an_owner_decides_any_session_and_a_parent_its_sub_agents(env: Env) -> None:
     other = await waiting(env.store, "main:discord:77", "c1")
-    answer = await ask(env.nc, other.approval_id, "slack:UOPS", "main:slack:UOPS", approve=False)
+    answer = await ask(
+        env.nc, other.approval_id, "slack:UOPS", "main:slack:UOPS", approve=False, role="owner"
+    )
     assert (answer.outcome, answer.status) == ("decided", "denied")
+    decided = await env.store.get(other.approval_id)
+    assert decided is not None and decided.decided_by == "slack:UOPS"
     child = await waiting(env.store, f"{OWNER}:sub:s1", "c2")
     answer = await ask(env.nc, child.approval_id, "telegram:4242", OWNER)
     assert (answer.outcome, answer.status) == ("decided", "approved")
@@ -229,3 +246,26 @@ def test_the_arguments_are_shown_safely() -> None:
     text = notice_text(row, "abcd1234")
     assert "(rule `write:path='*'`)" in text
     assert "\n```\n" in text and text.count("```") == 2
+
+
+async def test_in_a_group_only_an_owner_decides_and_a_member_learns_nothing(env: Env) -> None:
+    group = "main:telegram:group:-100"
+    row = await waiting(env.store, group)
+    for typed in (row.approval_id, "ap_0123456789"):  # a real one and one that does not exist
+        for role in ("member", "user", ""):
+            answer = await ask(env.nc, typed, "telegram:555", group, role=role)
+            assert answer == approvals_pb2.ChatDecisionResult(outcome="not_allowed"), role
+    current = await env.store.get(row.approval_id)
+    assert current is not None and current.status == "awaiting_approval"
+    # The owner, speaking in that group, may.
+    answer = await ask(env.nc, row.approval_id, "telegram:1", group, role="owner")
+    assert (answer.outcome, answer.status) == ("decided", "approved")
+    decided = await env.store.get(row.approval_id)
+    assert decided is not None and decided.decided_by == "telegram:1"
+
+
+def test_the_agent_settings_no_longer_hold_approvers() -> None:
+    """Who decides is the router's stamp (SB_APPROVERS folds into its owners): an agent
+    started with the old setting ignores it rather than failing."""
+    settings = AgentSettings.from_environ({"SB_APPROVERS": '["telegram:1"]'})
+    assert not hasattr(settings, "approvers")

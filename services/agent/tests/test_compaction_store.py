@@ -16,6 +16,7 @@ import pytest
 
 from switchboard import bus
 from switchboard.store import create_pool, migrate
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 from switchboard_agent.compaction_store import SUMMARY_HEAD, Compaction, CompactionStore
 from switchboard_agent.local_tools import LocalContext
@@ -91,7 +92,7 @@ async def test_the_loader_returns_the_summary_then_the_tail(
 
 async def test_the_file_fallback_appends_beneath_the_workspace(tmp_path: Path) -> None:
     tool = MemoryFileStore(tmp_path, lambda agent: ZoneInfo("UTC"))
-    ctx = LocalContext("run-1", KEY, "main", messages_pb2.LaneItem())
+    ctx = LocalContext("run-1", KEY, "main", messages_pb2.LaneItem(), Standing.OWNER)
     done = await tool.run(ctx, CallRequest("c1", "memory_store", {"text": "Locker  4817"}))
     assert not done.is_error, done.content
     day = datetime.now(UTC).strftime("%Y-%m-%d")

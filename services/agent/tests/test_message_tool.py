@@ -1,6 +1,7 @@
 """The agent-local ``message`` tool against a real nats-server (the OUTBOUND stream): the run's
-own chat, named targets, refusals that publish nothing, and the tool's calls going through the
-same gate (policy, approval rules) as every executor tool."""
+own chat, named targets (from the owner's standing only), refusals that publish nothing, and
+the tool's calls going through the same gate (policy, approval rules, the group layer) as every
+executor tool."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from nats.js import JetStreamContext
 from pydantic import ValidationError
 
 from switchboard import bus
+from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 from switchboard_agent.approval_rules import ApprovalRules
 from switchboard_agent.config import AgentSettings
@@ -68,8 +70,10 @@ def origin(channel: str = "telegram", **fields: Any) -> messages_pb2.LaneItem:
     )
 
 
-def ctx(item: messages_pb2.LaneItem, run_id: str = "run_a") -> LocalContext:
-    return LocalContext(run_id, item.session_key, item.agent, item)
+def ctx(
+    item: messages_pb2.LaneItem, run_id: str = "run_a", standing: Standing = Standing.OWNER
+) -> LocalContext:
+    return LocalContext(run_id, item.session_key, item.agent, item, standing)
 
 
 async def stored(js: JetStreamContext) -> list[tuple[str, str, messages_pb2.OutboundMessage]]:
@@ -205,33 +209,53 @@ def test_targets_are_checked_when_the_agent_starts(targets: str, says: str) -> N
     assert says in str(err.value)
 
 
-def test_targets_and_approvers_load() -> None:
+def test_targets_load() -> None:
     settings = AgentSettings.from_environ(
-        {
-            "SB_MESSAGE_TARGETS": '{"ops": {"channel": "telegram", "chat_id": "-100"}}',
-            "SB_APPROVERS": '["telegram:1", "slack:U2"]',
-        }
+        {"SB_MESSAGE_TARGETS": '{"ops": {"channel": "telegram", "chat_id": "-100"}}'}
     )
     assert settings.message_targets["ops"].destination().describe() == "telegram chat -100"
-    assert settings.approvers == ["telegram:1", "slack:U2"]
-    with pytest.raises(ValidationError, match="is not"):
-        AgentSettings.from_environ({"SB_APPROVERS": '["telegram"]'})
+
+
+@pytest.mark.parametrize("standing", [Standing.PERSONAL, Standing.GROUP])
+async def test_named_targets_only_from_the_owners_standing(
+    nc: NATS, tool: MessageTool, standing: Standing
+) -> None:
+    local = LocalTools([tool])
+    named = CallRequest("c1", "message", {"text": "leak this", "to": "ops"})
+    [refused] = await local.run_all(ctx(origin(), standing=standing), [named])
+    assert refused.is_error and refused.details["error"] == "not_allowed"
+    assert "named targets are for the owner's own conversations only" in refused.content
+    assert "Nothing was sent" in refused.content
+    assert await stored(nc.jetstream()) == []
+    # Its own chat, as before.
+    own = CallRequest("c2", "message", {"text": "hello here"})
+    [sent] = await local.run_all(ctx(origin(), standing=standing), [own])
+    assert not sent.is_error and sent.content == "sent to telegram chat 42"
+    # No chat of its own: no target is suggested either.
+    [no_chat] = await local.run_all(ctx(origin("api"), standing=standing), [own])
+    assert no_chat.details["error"] == "no_chat" and "ops" not in no_chat.content
+    assert len(await stored(nc.jetstream())) == 1
 
 
 # --- the gate: the same policy and approval rules as executor tools -------------------------
 
 
 async def phase(
-    nc: NATS, tool: MessageTool, rules: ToolRules, session_key: str, args: dict[str, Any]
+    nc: NATS,
+    tool: MessageTool,
+    rules: ToolRules,
+    session_key: str,
+    args: dict[str, Any],
+    standing: Standing = Standing.OWNER,
 ) -> dict[str, Any]:
     """One turn calling ``message`` through run_tools; its tool_result block."""
     item = origin()
     item.session_key = session_key
     record = RunRecord("run_g", session_key, "main", "m-7", 1, datetime.now(UTC))
     events = RunEvents(nc, SUBJECTS.events("t"), "run_g", session_key, "m-7", ["m-7"])
-    policy = rules.policy("main", session_key, None)
+    policy = rules.policy("main", session_key, None, standing=standing)
     control = RunControl(None, "", None, steer=False)  # type: ignore[arg-type]
-    turn = Turn(record, events, control, policy, False, origin=item)
+    turn = Turn(record, events, control, policy, False, origin=item, standing=standing)
     gate = ToolGate(rules, None, None, 0)
     dispatcher = ToolDispatcher(nc, nc.jetstream(), SUBJECTS, 1.0)
     use = {"type": "tool_use", "id": "call_g", "name": "message", "input": args}
@@ -245,8 +269,17 @@ async def test_policy_and_approval_rules_apply_to_message(nc: NATS, tool: Messag
     assert sub["is_error"] and "message is denied by the sub-agent policy" in sub["content"]
 
     group_policy = ToolRules(per_agent={"main": ToolPolicy(deny=("group:messaging",))})
-    denied = await phase(nc, tool, group_policy, "main:telegram:group:G1", {"text": "hi"})
+    group = "main:telegram:group:G1"
+    denied = await phase(nc, tool, group_policy, group, {"text": "hi"}, Standing.GROUP)
     assert denied["is_error"] and "denied by the agent policy" in denied["content"]
+    # SB_GROUP_TOOL_PROFILE's layer, for a run of a group's standing only.
+    minimal = ToolRules(group=ToolPolicy(profile="minimal"))
+    layered = await phase(nc, tool, minimal, group, {"text": "hi"}, Standing.GROUP)
+    assert layered["is_error"]
+    assert (
+        "message is not allowed by the group policy (not in profile: minimal)"
+        in (layered["content"])
+    )
 
     # An approval rule on the target: without an approval store the call is refused.
     gated = ToolRules(approvals=ApprovalRules.of(["message:to=ops"]))

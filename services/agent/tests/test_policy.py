@@ -82,6 +82,13 @@ PROFILE_TABLE = [
         "messaging",
         {"message", "sessions_list", "sessions_history", "get_time", "web_search", "image"},
     ),
+    # group chats (SB_GROUP_TOOL_PROFILE's default, docs/trust.md): no writes, no commands, no
+    # session tools, no jobs, no MCP or A2A
+    (
+        "group",
+        {"read", "list_dir", "search_files", "web_fetch", "web_search", "get_time"}
+        | {"memory_search", "memory_get", "memory_store", "image", "message"},
+    ),
     ("full", set(BUILTIN)),
 ]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from switchboard.trust import Standing
 from switchboard_agent.prompt import PromptBuilder, RunFacts
 from switchboard_agent.providers.anthropic import AnthropicModel
 from switchboard_agent.providers.base import ModelRequest, ToolSpec
@@ -50,6 +51,29 @@ def test_each_session_kind_gets_its_files(
     loaded = WorkspaceFiles(tmp_path, seed=False).load("main", files_for(kind))
     assert [n for n, _ in loaded] == list(names)
     assert all(text == f"text of {n}" for n, text in loaded)
+
+
+@pytest.mark.parametrize(
+    ("kind", "standing", "names"),
+    [
+        ("direct", Standing.OWNER, ALL),
+        ("direct", Standing.PERSONAL, ALL[:4]),  # a person who is not the owner
+        ("cron", Standing.PERSONAL, ALL[:4]),  # a job into that person's session
+        ("group", Standing.OWNER, ALL[:4]),
+        ("group", Standing.GROUP, ALL[:4]),
+        ("sub", Standing.OWNER, ("AGENTS.md", "TOOLS.md")),  # as before, whatever the standing
+        ("sub", Standing.PERSONAL, ("AGENTS.md", "TOOLS.md")),
+    ],
+)
+def test_the_owners_private_files_only_from_the_owners_standing(
+    tmp_path: Path, kind: str, standing: Standing, names: tuple[str, ...]
+) -> None:
+    workspace(tmp_path)
+    builder = PromptBuilder(WorkspaceFiles(tmp_path, seed=False))
+    facts = RunFacts("main", "main:telegram:42", kind, "telegram", "m", standing=standing)
+    text = builder.build(facts).text
+    assert [n for n in ALL if f"## {n}\n" in text] == list(names)
+    assert f"Standing: {standing} (" in text
 
 
 def test_a_heartbeat_run_adds_heartbeat_md_but_a_subagent_never_does() -> None:
@@ -126,13 +150,21 @@ def test_a_new_workspace_is_seeded_once_and_a_users_file_is_never_overwritten(
 def test_the_prompt_puts_the_files_first_and_the_clock_in_the_agents_zone(tmp_path: Path) -> None:
     workspace(tmp_path)
     builder = PromptBuilder(WorkspaceFiles(tmp_path, seed=False), "UTC", {"main": "Asia/Tokyo"})
-    facts = RunFacts("main", "main:telegram:42", "direct", "telegram", "openai:gpt-4o-mini")
+    facts = RunFacts(
+        "main",
+        "main:telegram:42",
+        "direct",
+        "telegram",
+        "openai:gpt-4o-mini",
+        standing=Standing.OWNER,
+    )
     prompt = builder.build(facts, now=datetime(2026, 3, 2, 23, 30, tzinfo=UTC))
     stable, runtime = prompt.text[: prompt.stable_chars], prompt.text[prompt.stable_chars :]
     assert "## MEMORY.md\ntext of MEMORY.md" in stable and "Current time" not in stable
     assert "Tuesday 2026-03-03 08:30 in Asia/Tokyo (UTC+09:00)" in runtime
     assert "Model: openai:gpt-4o-mini. Channel: telegram." in runtime
     assert "Session: main:telegram:42 (direct)" in runtime
+    assert "Standing: owner (a conversation of your owner)." in runtime
     later = builder.build(facts, now=datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
     assert later.text[: later.stable_chars] == stable  # what a provider may cache
 
