@@ -144,8 +144,13 @@ def _stack(home: Path, llm: FakeLLM, env: dict[str, str]) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[Stack]:
-    """Default sub-agent settings and policy; a session budget."""
-    env = {"SB_BUDGET": json.dumps({"session_tokens": SESSION_TOKENS})}
+    """Default sub-agent settings and policy; a session budget; the session tools of the
+    owner's (API) sessions see every session of the agent (docs/trust.md: the default shows a
+    session's own tree)."""
+    env = {
+        "SB_BUDGET": json.dumps({"session_tokens": SESSION_TOKENS}),
+        "SB_SESSION_VISIBILITY": "agent",
+    }
     yield from _stack(tmp_path_factory.mktemp("sbhome"), llm, env)
 
 

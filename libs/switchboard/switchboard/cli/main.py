@@ -16,6 +16,7 @@ from switchboard.cli import (
     memory,
     pairing,
     secrets_env,
+    security,
     serve,
     sessions,
     up,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.register(commands)
     agent.register(commands)
     sessions.register(commands)
+    security.register(commands)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
     return parser
 

@@ -1,0 +1,123 @@
+"""The checks of ``switchboard security audit`` about people (docs/trust.md): who reaches the
+agent through which chat, with which tools, and how far they see."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from switchboard.cli.audit import CRITICAL, OK, RISKY_TOOLS, WARNING, Config, Finding
+
+# A chat channel is served when the gateway has its bot token (read from the environment, so
+# that a gateway refusing its other settings still has its channels audited).
+CHAT_CHANNELS = {
+    "telegram": "SB_TELEGRAM_BOT_TOKEN",
+    "slack": "SB_SLACK_BOT_TOKEN",
+    "discord": "SB_DISCORD_BOT_TOKEN",
+}
+
+
+def served_channels(config: Config) -> list[str]:
+    return [channel for channel, name in CHAT_CHANNELS.items() if config.environ.get(name)]
+
+
+def _value(policy: Any) -> str:
+    return str(getattr(policy, "value", policy))
+
+
+def group_tools(config: Config) -> list[str]:
+    """The risky tools a group run may use: those the agent's own policy and the group layer
+    (SB_GROUP_TOOL_PROFILE) both allow, for the default agent."""
+    agent = config.get("agent")
+    if agent is None:
+        return []
+    from switchboard_agent.policy import ToolPolicy, group_layer
+
+    rules = agent.tool_rules()
+    base = rules.per_agent.get("main", rules.default)
+    layer: ToolPolicy = group_layer(agent)
+    return [
+        tool
+        for tool in RISKY_TOOLS
+        if (base is None or base.check(tool).allowed) and layer.check(tool).allowed
+    ]
+
+
+def check_groups(config: Config) -> Iterable[Finding]:
+    router = config.get("router")
+    if router is None:
+        return
+    channels = served_channels(config)
+    risky = group_tools(config)
+    shown = ", ".join(t if t != "github__any" else "MCP tools" for t in risky)
+    for channel in channels:
+        policy = _value(router.group_policy_for(channel))
+        variable = f"SB_{channel.upper()}_GROUP_POLICY"
+        if policy == "open" and risky:
+            yield Finding(
+                CRITICAL,
+                "groups",
+                f"{channel}: every group that adds the bot reaches the agent ({variable} or"
+                f" SB_GROUP_POLICY is open), and group runs may use {shown}",
+                f"SB_GROUP_POLICY=allowlist with SB_{channel.upper()}_GROUPS='[\"<group id>\"]'"
+                " (or pairing), or SB_GROUP_TOOL_PROFILE=group",
+            )
+        elif policy == "open":
+            yield Finding(
+                WARNING,
+                "groups",
+                f"{channel}: every group that adds the bot reaches the agent (with the group"
+                " tool profile)",
+                f"SB_GROUP_POLICY=allowlist with SB_{channel.upper()}_GROUPS, or pairing",
+            )
+        else:
+            yield Finding(OK, "groups", f"{channel}: groups are admitted by {policy}")
+    if risky and channels:
+        yield Finding(
+            WARNING,
+            "group tools",
+            f"runs in admitted groups may use {shown} (SB_GROUP_TOOL_PROFILE)",
+            "SB_GROUP_TOOL_PROFILE=group (no file writes, commands, session tools or jobs)",
+        )
+
+
+def check_direct(config: Config) -> Iterable[Finding]:
+    router = config.get("router")
+    if router is None:
+        return
+    channels = served_channels(config)
+    for channel in channels:
+        if _value(router.dm_policy_for(channel)) == "open":
+            yield Finding(
+                WARNING,
+                "direct messages",
+                f"{channel}: anyone who writes to the bot gets a conversation with the agent"
+                " (DM policy open; each in a workspace and memory of their own)",
+                f"SB_{channel.upper()}_DM_POLICY=pairing (the default) or allowlist",
+            )
+    owners = list(getattr(router, "owners", ())) + list(getattr(router, "approvers", ()))
+    if channels and not owners:
+        yield Finding(
+            WARNING,
+            "owners",
+            "no owner is configured on the chat channels: your own chats run as a paired"
+            " user's (no USER.md or MEMORY.md, a workspace of their own)",
+            "SB_OWNERS='[\"telegram:<your id>\"]', or switchboard pairing approve --owner",
+        )
+
+
+def check_visibility(config: Config) -> Iterable[Finding]:
+    agent = config.get("agent")
+    if agent is None:
+        return
+    visibility = _value(getattr(agent, "session_visibility", "tree"))
+    if visibility == "all":
+        yield Finding(
+            WARNING,
+            "session visibility",
+            "the owner's runs may read and write every session of every agent"
+            " (SB_SESSION_VISIBILITY=all): a prompt injection in one reaches all",
+            "SB_SESSION_VISIBILITY=tree (the default) or agent",
+        )
+    else:
+        yield Finding(OK, "session visibility", f"session tools see {visibility}")
