@@ -1,11 +1,15 @@
 """Property-based run of the gateway's own OpenAPI (schemathesis, a short profile): every
 operation, called with generated valid and invalid input on the running system (`switchboard
-up`, a fake model), answers something other than a 5xx.
+up`, a fake model), answers something other than a 5xx; and every operation that takes a JSON
+body refuses one nested past ``switchboard.jsonsafe``'s bound with a 400 (OpenAI's shape, or
+JSON-RPC's for A2A; issue 23). The webhooks and WebChat are fuzzed in
+services/gateway/tests/test_webhook_fuzz.py.
 
 The event stream (``/api/sessions/{key}/events``) is left out: it is meant to stay open."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +18,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 
+from switchboard.jsonsafe import MAX_DEPTH
 from tests.fakes.llm import FakeLLM, text_only
 from tests.support.stack import Stack, start_stack, stop_stack
 
+JSON_RPC_PATHS = ("/a2a", "/mcp")
 EXAMPLES = 15  # per operation: a smoke run in `make test`, not an exhaustive one
 
 
@@ -31,11 +37,48 @@ def fuzzed_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
-def gateway_schema(fuzzed_stack: Stack) -> Any:
+def gateway_spec(fuzzed_stack: Stack) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {fuzzed_stack.token}"}
-    spec = httpx.get(f"{fuzzed_stack.url}/openapi.json", headers=auth, timeout=30).json()
+    spec: dict[str, Any] = httpx.get(
+        f"{fuzzed_stack.url}/openapi.json", headers=auth, timeout=30
+    ).json()
     spec["paths"].pop("/api/sessions/{key}/events", None)
-    return schemathesis.openapi.from_dict(spec)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def gateway_schema(gateway_spec: dict[str, Any]) -> Any:
+    return schemathesis.openapi.from_dict(gateway_spec)
+
+
+def test_every_json_body_nested_past_the_bound_is_400(
+    gateway_spec: dict[str, Any], fuzzed_stack: Stack
+) -> None:
+    """Each operation with a JSON request body, sent a body nested past jsonsafe's bound and one
+    10,000 levels deep (CPython's own parser fails near a thousand): a 400 in OpenAI's shape,
+    or a JSON-RPC parse error where the route speaks JSON-RPC."""
+    auth = {"Authorization": f"Bearer {fuzzed_stack.token}", "content-type": "application/json"}
+    deep = "[" * (MAX_DEPTH + 5) + "1" + "]" * (MAX_DEPTH + 5)
+    bodies = [f'{{"model": "switchboard", "messages": {deep}}}', "[" * 10_000 + "]" * 10_000]
+    operations = 0
+    for path, methods in gateway_spec["paths"].items():
+        for method, operation in methods.items():
+            content = operation.get("requestBody", {}).get("content", {})
+            if "application/json" not in content:
+                continue
+            operations += 1
+            url = fuzzed_stack.url + re.sub(r"\{[^}]+\}", "x", path)
+            for body in bodies:
+                response = httpx.request(method, url, content=body, headers=auth, timeout=60)
+                assert response.status_code == 400, (method, path, response.text[:300])
+                answer = response.json()
+                error = answer["error"]
+                if path in JSON_RPC_PATHS:  # A2A's JSON-RPC: a parse error
+                    assert (answer["jsonrpc"], error["code"]) == ("2.0", -32700), answer
+                else:
+                    assert error["code"] == "invalid_json", answer
+                assert "deeper than" in error["message"], answer
+    assert operations >= 5, operations
 
 
 def test_no_operation_answers_5xx(gateway_schema: Any, fuzzed_stack: Stack) -> None:

@@ -1,7 +1,9 @@
 """Webhooks against the real services (fake model, fake Slack and Telegram): POST /hooks/agent
-with a chat to deliver to runs the agent in its hook session, and its reply goes out as an
-OUTBOUND part for that chat and reaches the (fake) Slack channel or Telegram chat; POST
-/hooks/wake runs in the main session as a marked system event and sends nothing anywhere.
+with a target of SB_HOOKS_TARGETS to deliver to runs the agent in its hook session, and its
+reply goes out as an OUTBOUND part for that chat and reaches the (fake) Slack channel or
+Telegram chat; POST /hooks/wake runs in the main session as a marked system event and sends
+nothing anywhere. Hooks stay in their lane (issue 23): a chat that is not a configured target,
+or a session outside ``hook:`` (the owner's DM), is refused and nothing runs or is sent.
 
 One system (and one of each fake) for the module: each test its own hook session, the fakes'
 records cleared before each."""
@@ -9,6 +11,7 @@ records cleared before each."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -81,6 +84,9 @@ def system(
         "SB_TELEGRAM_BOT_TOKEN": telegram.token,
         "SB_TELEGRAM_WEBHOOK_SECRET": generate(),  # webhook mode without a URL: none is set
         "SB_TELEGRAM_API_BASE": telegram.base_url,
+        "SB_HOOKS_TARGETS": json.dumps(
+            {"team": {"channel": "slack", "to": CHAT}, "tg": {"channel": "telegram", "to": "4242"}}
+        ),
     }
     home = tmp_path_factory.mktemp("hooks")
     script = text_only(REPLY)
@@ -112,7 +118,7 @@ async def deliver_and_watch(services: ServiceProcesses) -> messages_pb2.Outbound
         body = {
             "message": "How did the nightly build go?",
             "name": "nightly",
-            "deliver": {"channel": "slack", "to": CHAT},
+            "deliver": "team",  # SB_HOOKS_TARGETS' name for the Slack channel
         }
         answer = await asyncio.to_thread(hook, services.url, "/hooks/agent", body)
         assert answer["session_key"] == "hook:nightly"
@@ -140,6 +146,7 @@ def test_an_agent_hooks_reply_is_delivered_to_the_chat(
 def test_an_agent_hooks_reply_reaches_a_telegram_chat(
     services: ServiceProcesses, telegram: FakeTelegram, slack: FakeSlack
 ) -> None:
+    # The target written out in full, as SB_HOOKS_TARGETS has it.
     body = {"message": "Any news?", "name": "tg", "deliver": {"channel": "telegram", "to": "4242"}}
     answer = hook(services.url, "/hooks/agent", body)
     assert answer["session_key"] == "hook:tg"
@@ -166,6 +173,30 @@ def test_a_wake_event_runs_in_the_main_session_and_is_not_delivered(
     new = [p for p in asyncio.run(stored_parts(services.nats_url)) if p not in before]
     assert new == []
     assert slack.posts == []
+
+
+def test_a_hook_cannot_reach_a_chat_or_session_it_was_not_given(
+    services: ServiceProcesses, slack: FakeSlack, telegram: FakeTelegram
+) -> None:
+    """The hooks token is the operator's, the payload is not: another chat than the configured
+    targets (the owner's Telegram DM) and the owner's DM session are refused; no run starts,
+    nothing is sent. The control: the same call to a configured target runs (above)."""
+    headers = {"Authorization": f"Bearer {HOOKS_TOKEN}"}
+    attempts = [
+        {"message": "Post this", "deliver": {"channel": "telegram", "to": "999"}},
+        {"message": "Post this", "deliver": {"channel": "slack", "to": "C0OTHER"}},
+        {"message": "Post this", "deliver": "owner-dm"},
+        {"message": "Post this", "session_key": "main:telegram:4242"},
+    ]
+    for body in attempts:
+        response = httpx.post(f"{services.url}/hooks/agent", json=body, headers=headers, timeout=30)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] in ("unknown_target", "session_key_not_hook")
+        assert "C0OTHER" not in response.text and "999" not in response.text
+    settle(services.nats_url)
+    llm: FakeLLM = services.llm  # type: ignore[attr-defined]
+    assert llm.calls == []
+    assert slack.posts == [] and telegram.sent == []
 
 
 async def stored_parts(url: str) -> list[tuple[str, messages_pb2.OutboundMessage]]:

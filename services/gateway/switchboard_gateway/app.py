@@ -50,6 +50,7 @@ from .channels.typing import Typing
 from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import install_error_handlers
+from .json_bodies import JsonBodies
 from .limits import BodyLimit, StreamSlots
 from .mcp_server import PATH as MCP_PATH
 from .mcp_server import McpEndpoint
@@ -197,6 +198,9 @@ def create_app(
     hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured
     a2a_server.mount(app, settings, app.state.conversations)  # a2a: card and POST /a2a
     install_error_handlers(app)
+    # After authentication, before any route's parser: JSON bodies nested past jsonsafe's
+    # bound are refused (json_bodies.py says why there).
+    app.add_middleware(JsonBodies, max_bytes=settings.max_request_bytes)
     app.add_middleware(TokenAuth, token=settings.gateway_token.get_secret_value())
     # Before authentication and any parsing: an oversized body is refused from its headers.
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)

@@ -12,7 +12,7 @@ from switchboard.plugins import PluginSettings
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
-from .hooks_config import check_hooks_token, parse_mappings
+from .hooks_config import Deliver, check_hooks_token, check_target_names, parse_mappings
 
 # The most messages a chat request may ever hold: checked while the body is validated, so a
 # request of many tiny messages is refused without building each (the setting is lower).
@@ -92,6 +92,9 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # SB_HOOKS_MAPPINGS: JSON {"<name>": {"action", "message", "token"?, ...}}, each served at
     # POST /hooks/<name>; checked at start. Secret: it holds the mappings' tokens.
     hooks_mappings: SecretStr = SecretStr("")
+    # SB_HOOKS_TARGETS: JSON {"<name>": {"channel", "to", "account"?, "thread"?, "chat_type"?}},
+    # the only chats /hooks/agent may deliver to (docs/trust.md); channels checked at start.
+    hooks_targets: dict[str, Deliver] = Field(default_factory=dict)
     # Characters of a hook's message: longer is refused (wake, agent) or cut (a mapping's).
     hooks_max_message_chars: int = Field(default=20_000, ge=100, le=1_000_000)
     # --- a2a (a2a_server.py, README "A2A") ---
@@ -104,7 +107,8 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
 
     @model_validator(mode="after")
     def _hooks(self) -> Self:
-        """A weak SB_HOOKS_TOKEN or an unusable SB_HOOKS_MAPPINGS is refused at start."""
+        """A weak SB_HOOKS_TOKEN, an unusable SB_HOOKS_MAPPINGS or a target name of
+        SB_HOOKS_TARGETS a caller could not write is refused at start."""
         gateway = self.gateway_token.get_secret_value()
         check_hooks_token(self.hooks_token.get_secret_value(), gateway)
         parse_mappings(
@@ -112,6 +116,7 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
             hooks_token=self.hooks_token.get_secret_value(),
             gateway_token=gateway,
         )
+        check_target_names(self.hooks_targets)
         return self
 
     # --- end hooks ---

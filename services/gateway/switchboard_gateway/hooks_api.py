@@ -9,6 +9,11 @@ string is refused. Served only when a hooks token or a mapping is configured (el
 Each call publishes one InboundMessage on channel ``hooks``; an ``Idempotency-Key`` (or a
 mapping's ``id``) becomes its message id, so a sender's retry within the INBOUND stream's
 duplicate window is published once.
+
+Hooks stay in their lane (docs/trust.md): ``/hooks/agent`` runs in a session under ``hook:``
+(any other ``session_key`` is a 400: a payload must not write into a person's chat) and
+delivers only to a target of ``SB_HOOKS_TARGETS``, named (``"deliver": "<name>"``) or written
+out in full; a mapping's own ``deliver`` is configuration and stays.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from switchboard.errors import ConfigError
-from switchboard.sessions import AgentId, hook_key
+from switchboard.sessions import AgentId, hook_key, parse_session_key
 from switchboard.v1 import messages_pb2
 
 from .channels.base import ChannelAdapter
@@ -34,7 +39,15 @@ from .config import GatewaySettings
 from .conversations import Conversations
 from .errors import ApiError, checked_session_key
 from .hooks_auth import authenticate, message_id_for, parse_json, parse_model, verify_signature
-from .hooks_config import Deliver, HookMapping, bounded, main_session_key, parse_mappings, render
+from .hooks_config import (
+    Deliver,
+    HookMapping,
+    bounded,
+    main_session_key,
+    named_target,
+    parse_mappings,
+    render,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/hooks")
@@ -61,8 +74,10 @@ class AgentBody(BaseModel):
     message: str = Field(min_length=1)
     name: str | None = Field(default=None, description="session hook:<name>; 1-64 of A-Za-z0-9_.@-")
     agent: AgentId | None = None
-    session_key: str | None = None
-    deliver: Deliver | None = None
+    session_key: str | None = Field(default=None, description="a key under hook:")
+    deliver: str | Deliver | None = Field(
+        default=None, description="a target of SB_HOOKS_TARGETS: its name, or written out"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,9 +89,17 @@ class Hooks:
 
 
 def mount(app: FastAPI, settings: GatewaySettings, channels: dict[str, ChannelAdapter]) -> None:
-    """Serve ``/hooks/*`` on ``app`` when a hooks token or a mapping is configured. A mapping
-    that delivers to a channel the gateway does not serve is a configuration error."""
+    """Serve ``/hooks/*`` on ``app`` when a hooks token or a mapping is configured. A target
+    (``SB_HOOKS_TARGETS``) or a mapping that delivers to a channel the gateway does not serve
+    is a configuration error."""
     token = settings.hooks_token.get_secret_value()
+    served = ", ".join(sorted(channels)) or "none"
+    for name, target in settings.hooks_targets.items():
+        if target.channel not in channels:
+            raise ConfigError(
+                f"SB_HOOKS_TARGETS[{name!r}].channel: {target.channel!r} is not a channel this "
+                f"gateway serves ({served})"
+            )
     mappings = parse_mappings(
         settings.hooks_mappings.get_secret_value(),
         hooks_token=token,
@@ -86,7 +109,7 @@ def mount(app: FastAPI, settings: GatewaySettings, channels: dict[str, ChannelAd
         if mapping.deliver is not None and mapping.deliver.channel not in channels:
             raise ConfigError(
                 f"SB_HOOKS_MAPPINGS[{name!r}].deliver.channel: {mapping.deliver.channel!r} is "
-                f"not a channel this gateway serves ({', '.join(sorted(channels)) or 'none'})"
+                f"not a channel this gateway serves ({served})"
             )
     if token or mappings:
         app.state.hooks = Hooks(token, mappings)
@@ -112,6 +135,42 @@ def _target(request: Request, deliver: Deliver | None) -> messages_pb2.DeliveryT
         chat=messages_pb2.ChatRef(id=deliver.to, type=deliver.chat_type),
         thread_id=deliver.thread,
     )
+
+
+def _configured_target(request: Request, given: str | Deliver | None) -> Deliver | None:
+    """The ``SB_HOOKS_TARGETS`` target a call's ``deliver`` names or writes out; a 400 naming
+    the configured targets (never what was given: a chat id is not the caller's to learn)."""
+    if given is None:
+        return None
+    settings: GatewaySettings = request.app.state.settings
+    targets = settings.hooks_targets
+    found = named_target(given, targets)
+    if found is not None:
+        return found
+    names = ", ".join(repr(n) for n in sorted(targets))
+    configured = f"the configured targets are {names}" if targets else "none is configured"
+    raise ApiError(
+        400,
+        "deliver: a hook delivers only to a target named in SB_HOOKS_TARGETS, by its name "
+        f'("deliver": "<name>") or written out in full; {configured}.',
+        code="unknown_target",
+        param="deliver",
+    )
+
+
+def _hook_session(given: str) -> str:
+    """A ``session_key`` a call gave: valid, and under ``hook:`` (a webhook's payload must not
+    write into a person's chat, the API's sessions or a sub-agent's)."""
+    key = checked_session_key(given, "session_key")
+    if parse_session_key(key).kind != "hook":
+        raise ApiError(
+            400,
+            'session_key: webhook sessions live under hook: (hook:<name>, or give "name"); '
+            "a key outside it is refused.",
+            code="session_key_not_hook",
+            param="session_key",
+        )
+    return key
 
 
 # --- publishing --------------------------------------------------------------------------------
@@ -211,10 +270,7 @@ async def agent_turn(request: Request) -> JSONResponse:
     if body.name is not None and _NAME.fullmatch(body.name) is None:
         raise ApiError(400, "name: 1-64 characters of A-Za-z0-9_.@-", param="name")
     name = body.name or uuid.uuid4().hex
-    if body.session_key is not None:
-        key = checked_session_key(body.session_key, "session_key")
-    else:
-        key = hook_key(name)
+    key = _hook_session(body.session_key) if body.session_key is not None else hook_key(name)
     return await _publish(
         request,
         source=body.name or "agent",
@@ -222,7 +278,7 @@ async def agent_turn(request: Request) -> JSONResponse:
         session_key=key,
         agent=body.agent or settings.default_agent,
         message_id=message_id_for(request, "agent"),
-        target=_target(request, body.deliver),
+        target=_target(request, _configured_target(request, body.deliver)),
     )
 
 

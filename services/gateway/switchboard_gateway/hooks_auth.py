@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import uuid
 from typing import Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+
+from switchboard import jsonsafe
 
 from .errors import ApiError
 from .hooks_config import Signature
@@ -59,10 +60,12 @@ def verify_signature(request: Request, sig: Signature, body: bytes) -> None:
 
 
 def parse_json(body: bytes) -> Any:
+    """The body's JSON, bounded (``switchboard.jsonsafe``): a body nested deeper than any
+    sender's payload is a 400 before a template or a model walks it."""
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
+        return jsonsafe.loads(body)
+    except jsonsafe.JsonRefused as exc:
+        raise ApiError(400, f"The body is refused: {exc}.", code="invalid_json") from None
 
 
 def parse_model(model: type[M], body: bytes) -> M:

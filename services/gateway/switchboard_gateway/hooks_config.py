@@ -1,6 +1,7 @@
 """Webhook configuration (``POST /hooks/*``, see :mod:`.hooks_api` and docs/channels/webhooks.md):
-the mappings of ``SB_HOOKS_MAPPINGS``, their validation at start, and the small template language
-their messages, session keys and ids are written in.
+the mappings of ``SB_HOOKS_MAPPINGS``, their validation at start, the delivery targets of
+``SB_HOOKS_TARGETS`` (the only chats ``/hooks/agent`` may deliver to, docs/trust.md), and the
+small template language their messages, session keys and ids are written in.
 
 ``SB_HOOKS_MAPPINGS`` is a JSON object ``{name: mapping}``; each mapping is served at
 ``POST /hooks/<name>``::
@@ -28,6 +29,8 @@ from switchboard import tokens
 from switchboard.sessions import AgentId, direct_key
 
 VARIABLE = "SB_HOOKS_MAPPINGS"
+TARGETS_VARIABLE = "SB_HOOKS_TARGETS"
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RESERVED = frozenset({"wake", "agent"})  # the built-in endpoints
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
@@ -174,6 +177,26 @@ def check_hooks_token(hooks_token: str, gateway_token: str) -> None:
                 "SB_HOOKS_TOKEN must differ from SB_GATEWAY_TOKEN: "
                 "webhook senders must not hold the gateway's token"
             )
+
+
+# --- delivery targets (SB_HOOKS_TARGETS) ------------------------------------------------------
+
+
+def check_target_names(targets: dict[str, Deliver]) -> None:
+    """Target names are what a caller writes (``"deliver": "<name>"``): 1-64 of A-Za-z0-9_-."""
+    for name in targets:
+        if _TARGET_NAME.fullmatch(name) is None:
+            raise HooksConfigError(
+                f"{TARGETS_VARIABLE}: {name[:64]!r} is not a target name (1-64 of A-Z a-z 0-9 _ -)"
+            )
+
+
+def named_target(given: str | Deliver, targets: dict[str, Deliver]) -> Deliver | None:
+    """The configured target ``given`` names or spells out in full (every field equal, the
+    defaults included); None when it is neither."""
+    if isinstance(given, str):
+        return targets.get(given)
+    return given if given in targets.values() else None
 
 
 # --- templates ---------------------------------------------------------------------------------

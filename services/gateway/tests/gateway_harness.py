@@ -18,7 +18,7 @@ import hmac
 import json
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +52,14 @@ class FakeChannel:
     sends of a given text raise (one exception per attempt, ``None`` for success) and
     ``forever`` makes them always raise."""
 
-    def __init__(self, name: str = "fakechat", limit: int = 4096) -> None:
+    def __init__(
+        self,
+        name: str = "fakechat",
+        limit: int = 4096,
+        accounts: Collection[str] = ("default", "acct", "acct1", "acct2"),
+    ) -> None:
         self.name = name
+        self.accounts = accounts
         self.secret = uuid.uuid4().bytes
         self.limit = limit
         self.parsed: list[InboundRequest] = []

@@ -130,6 +130,21 @@ async def test_the_adapters_synchronous_reply_is_returned(gw: Gateway) -> None:
     assert await gw.inbound() == []
 
 
+async def test_an_account_the_adapter_is_not_configured_with_is_404_before_verifying(
+    gw: Gateway,
+) -> None:
+    """Before: any account name was accepted and published under (issue 23)."""
+    body, headers = gw.fake.webhook(updates(1))
+    for sent in [headers, {}]:  # signed or not: the account is refused first
+        response = await gw.client.post("/channels/fakechat/nobody", content=body, headers=sent)
+        assert response.status_code == 404, response.text
+        error = response.json()["error"]
+        assert (error["type"], error["code"]) == ("not_found_error", "unknown_account")
+    assert gw.fake.parsed == []
+    assert await gw.inbound() == []
+    assert (await gw.client.post(HOOK, content=body, headers=headers)).status_code == 200
+
+
 async def test_an_unknown_channel_is_404(gw: Gateway) -> None:
     body, headers = gw.fake.webhook(updates(1))
     response = await gw.client.post("/channels/otherchat/acct1", content=body, headers=headers)

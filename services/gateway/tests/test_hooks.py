@@ -1,7 +1,8 @@
 """POST /hooks/wake and /hooks/agent through the in-process gateway (real nats-server): what
 they publish to INBOUND (session, text, deliver_to), their own tokens (not the gateway's), no
-token in the query string, idempotency keys, and the 4xx answers that publish nothing. The
-mappings (POST /hooks/<name>) are in test_hooks_mappings.py."""
+token in the query string, idempotency keys, and the 4xx answers that publish nothing. Hooks
+stay in their lane (docs/trust.md): sessions under ``hook:`` only, delivery only to the targets
+of SB_HOOKS_TARGETS. The mappings (POST /hooks/<name>) are in test_hooks_mappings.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from switchboard.errors import ConfigError
 from switchboard.settings import describe
 from switchboard.tokens import generate
 from switchboard_gateway.config import GatewaySettings
@@ -20,11 +22,15 @@ from switchboard_gateway.config import GatewaySettings
 from .gateway_harness import Gateway, started
 
 HOOKS_TOKEN = generate()
+CI_CHAT = {"channel": "fakechat", "to": "chat-42", "thread": "t-9"}
+TARGETS = {"ci-chat": CI_CHAT, "ops": {"channel": "fakechat", "to": "ops", "chat_type": "group"}}
 
 
 @pytest.fixture
 async def gw(nats_url: str, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with started(nats_url, tmp_path, hooks_token=HOOKS_TOKEN) as gateway:
+    async with started(
+        nats_url, tmp_path, hooks_token=HOOKS_TOKEN, hooks_targets=TARGETS
+    ) as gateway:
         yield gateway
 
 
@@ -57,13 +63,11 @@ async def test_wake_refuses_a_mode_other_than_now(gw: Gateway) -> None:
     assert await gw.inbound() == []
 
 
-async def test_agent_runs_in_hook_session_of_its_name_and_delivers_to_a_chat(gw: Gateway) -> None:
-    body = {
-        "message": "Summarize the build log",
-        "name": "ci",
-        "agent": "ops",
-        "deliver": {"channel": "fakechat", "to": "chat-42", "thread": "t-9"},
-    }
+@pytest.mark.parametrize("deliver", ["ci-chat", CI_CHAT], ids=["by-name", "written-out"])
+async def test_agent_runs_in_hook_session_of_its_name_and_delivers_to_a_target(
+    gw: Gateway, deliver: object
+) -> None:
+    body = {"message": "Summarize the build log", "name": "ci", "agent": "ops", "deliver": deliver}
     response = await post(gw, "/hooks/agent", body)
     assert response.status_code == 202, response.text
     assert response.json()["session_key"] == "hook:ci"
@@ -79,6 +83,83 @@ async def test_agent_runs_in_hook_session_of_its_name_and_delivers_to_a_chat(gw:
     assert (target.chat.id, target.chat.type) == ("chat-42", "direct")
 
 
+@pytest.mark.parametrize(
+    "deliver",
+    [
+        "nope",
+        {"channel": "fakechat", "to": "owner-dm-4242"},  # a chat nobody configured
+        {**CI_CHAT, "thread": "t-10"},  # a configured chat, another thread
+        {**CI_CHAT, "chat_type": "group"},
+        {"channel": "fakechat", "to": "ops"},  # "ops" is configured as a group
+    ],
+)
+async def test_agent_delivers_only_to_a_configured_target(gw: Gateway, deliver: object) -> None:
+    """Before: any chat of a served channel (the owner's DM included) got the reply."""
+    response = await post(gw, "/hooks/agent", {"message": "hi", "deliver": deliver})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("unknown_target", "deliver")
+    assert "'ci-chat', 'ops'" in error["message"]  # names what is configured
+    assert "owner-dm" not in error["message"] and "chat-42" not in error["message"]
+    assert await gw.inbound() == []
+
+
+async def test_without_targets_a_hook_delivers_nowhere(nats_url: str, tmp_path: Path) -> None:
+    async with started(nats_url, tmp_path, hooks_token=HOOKS_TOKEN) as gw:
+        response = await post(gw, "/hooks/agent", {"message": "hi", "deliver": CI_CHAT})
+        assert response.status_code == 400, response.text
+        assert "none is configured" in response.json()["error"]["message"]
+        plain = await post(gw, "/hooks/agent", {"message": "hi"})
+        assert plain.status_code == 202, plain.text
+        assert len(await gw.inbound()) == 1
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "main:telegram:4242",  # the owner's DM
+        "main:api:alice",
+        "main:webchat:s1",
+        "main:hooks:main",
+        "cron:nightly",
+        "hook:ci:sub:abc",  # a sub-agent's session below a hook's
+        "custom-key",
+    ],
+)
+async def test_agent_refuses_a_session_key_outside_hook(gw: Gateway, key: str) -> None:
+    """Before: any valid key was taken, a person's chat session included."""
+    response = await post(gw, "/hooks/agent", {"message": "hi", "session_key": key})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("session_key_not_hook", "session_key")
+    assert "hook:" in error["message"]
+    assert await gw.inbound() == []
+
+
+async def test_a_target_on_a_channel_the_gateway_does_not_serve_stops_the_start(
+    nats_url: str, tmp_path: Path
+) -> None:
+    targets = {"tg": {"channel": "telegram", "to": "42"}}
+    with pytest.raises(ConfigError, match=r"SB_HOOKS_TARGETS\['tg'\]\.channel: 'telegram'"):
+        async with started(nats_url, tmp_path, hooks_token=HOOKS_TOKEN, hooks_targets=targets):
+            pass
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"has space": {"channel": "slack", "to": "C1"}}',
+        '{"x": {"channel": "slack"}}',
+        '{"x": {"channel": "slack", "to": "C1", "extra": 1}}',
+        '["slack"]',
+    ],
+)
+def test_unusable_targets_are_refused_at_start(raw: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        GatewaySettings.from_environ({"SB_HOOKS_TARGETS": raw})
+    assert "hooks_targets" in describe(raised.value).lower()
+
+
 async def test_agent_without_a_name_gets_a_session_of_its_own(gw: Gateway) -> None:
     keys = []
     for _ in range(2):
@@ -92,23 +173,13 @@ async def test_agent_without_a_name_gets_a_session_of_its_own(gw: Gateway) -> No
     assert all(m.agent == "main" and not m.HasField("deliver_to") for _, _, m in published)
 
 
-async def test_agent_takes_a_given_session_key_and_refuses_an_invalid_one(gw: Gateway) -> None:
+async def test_agent_takes_a_hook_session_key_and_refuses_an_invalid_one(gw: Gateway) -> None:
     ok = await post(gw, "/hooks/agent", {"message": "hi", "session_key": "hook:nightly"})
     assert ok.status_code == 202, ok.text
     bad = await post(gw, "/hooks/agent", {"message": "hi", "session_key": "has space"})
     assert bad.status_code == 400, bad.text
     assert bad.json()["error"]["param"] == "session_key"
     assert [m.session_key for _, _, m in await gw.inbound()] == ["hook:nightly"]
-
-
-async def test_delivery_to_a_channel_the_gateway_does_not_serve_is_400(gw: Gateway) -> None:
-    body = {"message": "hi", "deliver": {"channel": "telegram", "to": "42"}}
-    response = await post(gw, "/hooks/agent", body)
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert (error["code"], error["param"]) == ("unknown_channel", "deliver.channel")
-    assert "fakechat" in error["message"]  # says which channels are served
-    assert await gw.inbound() == []
 
 
 @pytest.mark.parametrize(

@@ -182,6 +182,17 @@ async def test_a_malformed_update_is_400_and_nothing_is_published(
     assert await gw.inbound() == []
 
 
+@pytest.mark.parametrize("account", ["other", "Default", "default2"])
+async def test_only_the_default_account_is_served(gw: TelegramGateway, account: str) -> None:
+    """The bot is one account, ``default``: a call to any other name is 404 (before: accepted,
+    published as that account)."""
+    body, headers = gw.updates.webhook(gw.updates.message("hi"))
+    response = await gw.client.post(f"/channels/telegram/{account}", content=body, headers=headers)
+    assert response.status_code == 404, response.text
+    assert response.json()["error"]["code"] == "unknown_account"
+    assert await gw.inbound() == []
+
+
 async def test_updates_with_nothing_for_the_agent_are_200_and_publish_nothing(
     gw: TelegramGateway, tg: FakeTelegram
 ) -> None:

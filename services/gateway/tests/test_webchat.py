@@ -249,4 +249,5 @@ async def test_a_session_command_is_answered_by_an_agent_not_queued(wg: WebChatG
     [command] = asked
     assert (command.command, command.args, command.sender) == ("model", "openai:x", "webchat:s1")
     assert command.session_key == sent["payload"]["session_key"] == "main:webchat:s1"
+    assert command.role == "owner"  # the WebChat user holds the gateway token (docs/trust.md)
     assert await wg.gw.inbound() == []

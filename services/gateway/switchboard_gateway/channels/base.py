@@ -8,7 +8,7 @@ An adapter is one file in this package; the gateway serves its webhook at
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,6 +80,10 @@ class PlatformMessage:
 
 
 class ChannelAdapter(Protocol):
+    """A channel's adapter. It should also name the accounts it is configured with
+    (:class:`DeclaresAccounts`, as every built-in adapter does): a webhook call to any other
+    account is then 404 before any verification work."""
+
     name: str  # the channel: "telegram", "slack", ...
 
     async def start(self, rt: ServiceRuntime) -> None:
@@ -109,6 +113,21 @@ class ChannelAdapter(Protocol):
     async def send(self, account: str, message: PlatformMessage) -> None:
         """Make one call; :class:`RetryLater` or :class:`Undeliverable` when it fails."""
         ...
+
+
+@runtime_checkable
+class DeclaresAccounts(Protocol):
+    """An adapter that names its accounts (``accounts = ("default",)``). Not a member of
+    :class:`ChannelAdapter` itself so that a plugin's adapter written before it still loads."""
+
+    @property
+    def accounts(self) -> Collection[str]: ...
+
+
+def served_accounts(adapter: ChannelAdapter) -> Collection[str] | None:
+    """The accounts whose webhooks ``adapter`` serves; None for an adapter that does not say
+    (a plugin's written before adapters declared them: every account reaches its ``verify``)."""
+    return adapter.accounts if isinstance(adapter, DeclaresAccounts) else None
 
 
 OnPublish = Callable[[messages_pb2.InboundMessage], None]

@@ -80,6 +80,7 @@ class DiscordAdapter:
     """A Discord application's bot: one account, ``default``."""
 
     name = "discord"
+    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,

@@ -40,14 +40,14 @@ def parse_message(event: Mapping[str, Any], bot_id: str) -> messages_pb2.Inbound
         raise BadPayload("the message has no valid content")
     media = [
         a["url"]
-        for a in event.get("attachments") or ()
+        for a in _list(event, "attachments")
         if isinstance(a, dict) and isinstance(a.get("url"), str)
     ]
     reference = _object(event, "message_reference")
     referenced = _object(event, "referenced_message")
     reply_to = reference.get("message_id")
     mentioned = bot_id != "" and (
-        any(isinstance(u, dict) and u.get("id") == bot_id for u in event.get("mentions") or ())
+        any(isinstance(u, dict) and u.get("id") == bot_id for u in _list(event, "mentions"))
         or _object(referenced, "author").get("id") == bot_id
     )
     text = _without_mention(content, bot_id).strip() if bot_id else content.strip()
@@ -78,3 +78,10 @@ def _snowflake(value: object, field: str) -> str:
 def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = data.get(key)
     return value if isinstance(value, dict) else {}
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    """A list field; anything else (a number, an object) counts as none, not as a crash that
+    would drop the connection."""
+    value = data.get(key)
+    return value if isinstance(value, list) else []

@@ -41,6 +41,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
+from switchboard import jsonsafe
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
@@ -176,7 +177,7 @@ class DiscordGatewayConnection:
 
     async def _receive(self, ws: ClientConnection, timeout: float | None = None) -> dict[str, Any]:
         raw = await asyncio.wait_for(ws.recv(), timeout)
-        payload = json.loads(raw)
+        payload = jsonsafe.loads(raw)  # JsonRefused is a ValueError: reconnect (run)
         if not isinstance(payload, dict):
             raise ValueError("a gateway frame is not an object")
         return payload

@@ -14,11 +14,11 @@ autocomplete, modals: nothing registers them) are refused with 400.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from switchboard import jsonsafe
 from switchboard.v1 import messages_pb2
 
 from .base import BadPayload, Inbound
@@ -44,9 +44,9 @@ NO_TEXT_HINT = "Give the command some text, for example `/ask prompt: what time 
 
 def parse_interaction(body: bytes) -> Inbound:
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadPayload("the body is not JSON") from None
+        data = jsonsafe.loads(body)
+    except jsonsafe.JsonRefused as exc:
+        raise BadPayload(str(exc)) from None
     if not isinstance(data, dict):
         raise BadPayload("an interaction is a JSON object")
     kind = data.get("type")

@@ -1,5 +1,7 @@
 """``POST /channels/{channel}/{account}``: a platform's webhook. Authenticated by the
-platform's own signature or secret (the adapter verifies it), not by the gateway token."""
+platform's own signature or secret (the adapter verifies it), not by the gateway token. A
+channel the gateway does not serve, or an account its adapter is not configured with, is 404
+before any verification work."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from ..conversations import Conversations
 from ..errors import ApiError
-from .base import ChannelAdapter, ChannelError, InboundRequest
+from .base import ChannelAdapter, ChannelError, InboundRequest, served_accounts
 from .typing import Typing
 
 router = APIRouter()
@@ -22,6 +24,13 @@ async def receive(channel: str, account: str, request: Request) -> JSONResponse:
     adapter = adapters.get(channel)
     if adapter is None:
         raise ApiError(404, f"No channel {channel!r} is configured.", code="unknown_channel")
+    accounts = served_accounts(adapter)
+    if accounts is not None and account not in accounts:  # before any verification work
+        raise ApiError(
+            404,
+            f"No account {account[:64]!r} is configured on channel {channel!r}.",
+            code="unknown_account",
+        )
     call = InboundRequest(
         channel,
         account,

@@ -65,6 +65,7 @@ class SlackAdapter:
     """A Slack workspace's bot: one account, ``default``."""
 
     name = "slack"
+    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,

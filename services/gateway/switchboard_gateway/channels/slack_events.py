@@ -10,12 +10,12 @@ and ``app_mention``) and retries calls it saw no quick 200 for: every copy gets 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from switchboard import jsonsafe
 from switchboard.v1 import messages_pb2
 
 from .base import BadPayload, Inbound
@@ -41,9 +41,9 @@ class _Message:
 def parse_events(body: bytes, bot_user_id: str) -> Inbound:
     """The inbound messages of one Events API call; :class:`BadPayload` when malformed."""
     try:
-        envelope = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadPayload("the body is not JSON") from exc
+        envelope = jsonsafe.loads(body)
+    except jsonsafe.JsonRefused as exc:
+        raise BadPayload(str(exc)) from None
     if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
         raise BadPayload("expected an Events API envelope with a type")
     kind = envelope["type"]
@@ -109,10 +109,11 @@ def _message(event: Mapping[str, Any]) -> _Message:
 
 
 def _by_a_bot(event: Mapping[str, Any], bots: frozenset[str]) -> bool:
+    user = event.get("user")  # not yet checked: a list or an object is no member of bots
     return (
         bool(event.get("bot_id"))
         or event.get("subtype") == "bot_message"
-        or (event.get("user") in bots)
+        or (isinstance(user, str) and user in bots)
     )
 
 

@@ -81,6 +81,7 @@ class TelegramAdapter:
     """A Telegram bot: one account, ``default``."""
 
     name = "telegram"
+    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from switchboard import jsonsafe
+
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "botTOKEN"  # stands for bot<token> in every URL the client builds
@@ -149,10 +151,11 @@ class BotApi:
 
 def result_of(response: httpx.Response) -> Any:
     """The ``result`` of a Bot API answer; :class:`BotApiError` for an error or a body that is
-    not a Bot API answer (a proxy's HTML page...)."""
+    not a Bot API answer (a proxy's HTML page...). Bounded JSON: polling's updates come this
+    way too."""
     try:
-        body = response.json()
-    except ValueError:
+        body = jsonsafe.loads(response.content)
+    except jsonsafe.JsonRefused:
         body = None
     if not isinstance(body, dict):
         raise BotApiError(response.status_code, "the answer is not a Bot API object")

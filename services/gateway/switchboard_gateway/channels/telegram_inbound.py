@@ -27,13 +27,13 @@ is fetched with ``getFile`` by whoever needs it; a reference can also be sent ba
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 from urllib.parse import parse_qs, quote, urlencode
 
+from switchboard import jsonsafe
 from switchboard.v1 import messages_pb2
 
 from .base import BadPayload
@@ -104,11 +104,11 @@ def telegram_message_id(message_id: str) -> int | None:
 
 def parse_body(body: bytes, bot: BotInfo) -> list[messages_pb2.InboundMessage]:
     """The messages of a webhook call's body (one Update); :class:`BadPayload` unless it is
-    one."""
+    one (bounded JSON: nothing past ``jsonsafe.MAX_DEPTH`` levels is walked)."""
     try:
-        update = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadPayload("the body is not a JSON Telegram update") from None
+        update = jsonsafe.loads(body)
+    except jsonsafe.JsonRefused as exc:
+        raise BadPayload(f"the body is not a JSON Telegram update: {exc}") from None
     return parse_update(update, bot)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 
@@ -16,6 +15,8 @@ from fastapi import APIRouter, FastAPI, WebSocket
 from prometheus_client import Gauge
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
+
+from switchboard import jsonsafe
 
 from ..auth import caller_id, token_problem
 from ..config import GatewaySettings
@@ -53,10 +54,10 @@ def parse_request(raw: str | bytes, max_bytes: int) -> Request:
             f"The frame has {size} bytes, at most {max_bytes} are accepted "
             "(SB_WEBCHAT_MAX_FRAME_BYTES).",
         )
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise FrameError(None, protocol.BAD_JSON, "The frame is not JSON.") from exc
+    try:  # bounded: a frame nested past jsonsafe.MAX_DEPTH is refused before it is walked
+        data = jsonsafe.loads(raw, max_bytes=max_bytes)
+    except jsonsafe.JsonRefused as exc:
+        raise FrameError(None, protocol.BAD_JSON, f"The frame is refused: {exc}.") from None
     given = data.get("id") if isinstance(data, dict) else None
     request_id = given if isinstance(given, str | int) and not isinstance(given, bool) else None
     try:

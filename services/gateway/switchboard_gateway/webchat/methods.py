@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import grpc
 import nats
 
-from switchboard import bus, session_commands
+from switchboard import bus, session_commands, trust
 from switchboard.errors import InvalidPayload
 from switchboard.media import MediaClient
 from switchboard.sessions import direct_key
@@ -100,10 +100,15 @@ class Methods:
 
     async def _command(self, command: tuple[str, str], session: str, key: str) -> str:
         """A session command's answer from an agent replica (as the router asks for chat
-        channels): the WebChat user holds the gateway token, the session is theirs."""
+        channels): the WebChat user holds the gateway token, the session is theirs, and the
+        gateway stamps them ``owner`` (docs/trust.md; the router stamps chat senders)."""
         name, args = command
         request = sessions_pb2.SessionCommand(
-            command=name, args=args, sender=f"{CHANNEL}:{session}", session_key=key
+            command=name,
+            args=args,
+            sender=f"{CHANNEL}:{session}",
+            session_key=key,
+            role=trust.Role.OWNER,
         )
         try:
             reply = await self.conversations.nc.request(
