@@ -219,12 +219,26 @@ def open_no_symlinks(dirfd: int, path: str, flags: int) -> int:
     try:
         for name in parts[:-1]:
             step = O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC
-            stack.append(os.open(name, step, dir_fd=stack[-1] if stack else dirfd))
+            stack.append(_open_no_link(stack[-1] if stack else dirfd, name, step, path))
         last = stack[-1] if stack else dirfd
-        return os.open(parts[-1], flags | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=last)
+        final = flags | os.O_NOFOLLOW | O_CLOEXEC
+        if path.endswith("/"):
+            final |= os.O_DIRECTORY  # "file/" is ENOTDIR, as the kernel resolves it
+        return _open_no_link(last, parts[-1], final, path)
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def _open_no_link(dirfd: int, name: str, flags: int, path: str) -> int:
+    """``os.open(name, flags)`` in ``dirfd`` (``flags`` with ``O_NOFOLLOW``); ``ELOOP`` for a
+    symlink, as ``RESOLVE_NO_SYMLINKS`` says, also where ``O_DIRECTORY`` made it ``ENOTDIR``."""
+    try:
+        return os.open(name, flags, dir_fd=dirfd)
+    except NotADirectoryError:
+        if _link_target(dirfd, name) is None:
+            raise
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
 
 
 def read_regular(dirfd: int, path: str, max_bytes: int) -> bytes:

@@ -46,15 +46,19 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 def loads(
     data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES
 ) -> Any:
-    """``json.loads(data)`` within the bounds, else :class:`JsonRefused`."""
-    if len(data) > max_bytes:
+    """``json.loads(data)`` within the bounds, else :class:`JsonRefused`. Bytes must be UTF-8
+    (an initial byte order mark is allowed); ``NaN`` and ``Infinity`` are refused: they are
+    not JSON, and whatever echoed them back (a JSON-RPC ``id``) could not serialise them."""
+    if _too_large(data, max_bytes):
         raise JsonRefused(f"the JSON document is larger than {max_bytes} bytes")
     try:
-        value = json.loads(data)
-    except RecursionError:
-        raise JsonRefused(f"the JSON document nests deeper than {max_depth} levels") from None
+        text = data if isinstance(data, str) else data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise JsonRefused("the JSON document is not valid UTF-8") from None
+    try:
+        value = json.loads(text, parse_constant=_not_json)
+    except RecursionError:
+        raise JsonRefused(f"the JSON document nests deeper than {max_depth} levels") from None
     except ValueError as exc:  # json.JSONDecodeError, and odd inputs json itself refuses
         where = (
             f" (line {exc.lineno}, column {exc.colno}: {exc.msg})"
@@ -65,3 +69,17 @@ def loads(
     if depth(value, max_depth) > max_depth:
         raise JsonRefused(f"the JSON document nests deeper than {max_depth} levels")
     return value
+
+
+def _too_large(data: str | bytes | bytearray, max_bytes: int) -> bool:
+    """More than ``max_bytes`` of UTF-8 (a ``str`` is encoded only when its characters could
+    be: up to 4 bytes each)."""
+    if len(data) > max_bytes:
+        return True
+    if isinstance(data, str) and len(data) * 4 > max_bytes:
+        return len(data.encode("utf-8", "surrogatepass")) > max_bytes
+    return False
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")

@@ -2,9 +2,9 @@
 (``sb.inbound.cron``) with ``Nats-Msg-Id = cron:<job>:<slot ms>``, so the same slot fired
 twice (a replica killed between its publish and its commit) reaches the router once; the
 router and the session's lane take it from there like any message. ``webhook`` POSTs JSON
-through the SSRF guard. ``watch_url`` (a guarded GET) and ``watch_file`` (a file of the agent's
-workspace, opened beneath it) publish only when the content's sha256 changed since the last
-look (the first look only records it)."""
+through the SSRF guard. ``watch_url`` (a guarded GET) and ``watch_file`` (a regular file of the
+agent's workspace, read beneath it following no symlink) publish only when the content's
+sha256 changed since the last look (the first look only records it)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from nats.js import JetStreamContext
 
 from switchboard import bus, scheduling
-from switchboard.beneath import O_CLOEXEC, open_beneath
+from switchboard.beneath import O_CLOEXEC, O_PATH, NotRegular, TooLarge, read_regular
 from switchboard.net.errors import FetchError
 from switchboard.net.fetch import Fetcher
 from switchboard.v1 import messages_pb2
@@ -138,32 +138,37 @@ class Actions:
 
 
 def read_beneath(root: Path, path: str, max_bytes: int) -> bytes | None:
-    """The file ``path`` under ``root``, opened so that no ``..`` or symlink leads out of it
-    (None: it does not exist)."""
+    """The regular file ``path`` under ``root`` (None: it does not exist), read with
+    :func:`switchboard.beneath.read_regular`: no ``..``, no symlink followed at all (inside the
+    workspace or out: a sandboxed command may have planted one), nothing but a regular file (a
+    FIFO never blocks the scheduler), at most ``max_bytes``. Anything else is an
+    :class:`ActionFailed` saying why, without the host's paths."""
     try:
-        dirfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | O_CLOEXEC)
+        dirfd = os.open(root, O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):  # O_NOFOLLOW met a symlink
+            raise ActionFailed("the workspace is not a directory (nor followed if a link)") from exc
         raise ActionFailed(f"the workspace cannot be opened ({exc.strerror})") from exc
     try:
-        fd = open_beneath(dirfd, path, os.O_RDONLY | O_CLOEXEC)
+        return read_regular(dirfd, path, max_bytes)
     except FileNotFoundError:
         return None
+    except NotRegular as exc:
+        raise ActionFailed(f"{path} is not a regular file; a watcher reads files only") from exc
+    except TooLarge as exc:
+        raise ActionFailed(f"{path} is larger than the {max_bytes} bytes a watcher reads") from exc
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ActionFailed(
+                f"{path} is or passes through a symbolic link; a watcher follows none"
+            ) from exc
         if exc.errno == errno.EXDEV:
             raise ActionFailed(f"{path} leads outside the workspace") from exc
         raise ActionFailed(f"{path} cannot be read ({exc.strerror})") from exc
     finally:
         os.close(dirfd)
-    try:
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as exc:  # a directory, say
-        raise ActionFailed(f"{path} cannot be read ({exc.strerror})") from exc
-    if len(data) > max_bytes:
-        raise ActionFailed(f"{path} is larger than the {max_bytes} bytes a watcher reads")
-    return data
 
 
 def _any_content(content_type: str, status: int) -> None:

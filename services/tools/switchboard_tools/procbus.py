@@ -4,8 +4,9 @@ Replicas share one TOOLS work queue, so ``poll``/``kill`` of a process may land 
 does not run it. The handle names the owner (``p_<executor id>_<n>``); every executor answers
 requests for its own processes on ``sb.tools.proc.<executor id>`` and ``list`` broadcasts on
 ``sb.tools.procs`` (no queue group: every executor answers). Payloads are JSON: requests
-``{"op", "agent", "handle", "wait_s"}``, replies ``{"executor", "result"}`` or
-``{"executor", "error"}``. The owner checks the agent, as for a local call.
+``{"op", "agent", "handle", "wait_s", "scope"}``, replies ``{"executor", "result"}`` or
+``{"executor", "error"}``. The owner checks the agent and the scope (the private workspace's
+session, ``""`` for the agent's), as for a local call.
 """
 
 from __future__ import annotations

@@ -5,7 +5,12 @@ whole process group killed at the end), is limited in lifetime and in number per
 keeps the last ``output_cap`` bytes of its output in a ring buffer. Handles are
 ``p_<executor id>_<n>``: the executor that owns a process is readable from its handle, so a
 call that lands on another replica is forwarded to the owner (:mod:`switchboard_tools.procbus`,
-the :class:`Peers` of this manager). Processes are scoped to the agent that started them.
+the :class:`Peers` of this manager). Processes are scoped to the agent that started them and
+to the workspace they run in (``scope``: the session whose private workspace it is, ``""`` for
+the agent's, as :attr:`switchboard_tools.registry.ToolContext.workspace_session`): a session
+working in a private workspace neither sees nor reaches the processes of the agent's workspace
+(whose output may hold the owner's files) nor another session's, and theirs stay its own. The
+limit per agent counts every scope.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class Peers(Protocol):
 class Managed:
     handle: str
     agent: str
+    scope: str
     command: str
     mode: str
     cwd: str
@@ -159,6 +165,7 @@ class ProcessManager:
         mode: str,
         shown_cwd: str,
         lifetime_s: float | None = None,
+        scope: str = "",
     ) -> Managed:
         if self._closed:
             raise ToolError("This executor is shutting down; start the process again")
@@ -168,7 +175,8 @@ class ProcessManager:
         if running >= self.limits.max_per_agent:
             raise ToolError(
                 f"Too many processes: this agent already runs {running} (at most "
-                f"{self.limits.max_per_agent}); kill one first (action 'list' shows them)"
+                f"{self.limits.max_per_agent}, in all its workspaces); kill one first (action "
+                "'list' shows those of this workspace)"
             )
         total = sum(p.running for p in self._procs.values()) + sum(self._starting.values())
         if total >= self.limits.max_total:
@@ -185,7 +193,7 @@ class ProcessManager:
             await child.finish()
             raise ToolError("This executor is shutting down; start the process again")
         handle = f"p_{self.executor_id}_{next(self._numbers)}"
-        managed = Managed(handle, agent, command, mode, shown_cwd, child, lifetime)
+        managed = Managed(handle, agent, scope, command, mode, shown_cwd, child, lifetime)
         self._procs[handle] = managed
         return managed
 
@@ -208,42 +216,47 @@ class ProcessManager:
             child = await self.sandbox.spawn(argv, cwd=cwd, lifetime_s=lifetime, output_cap=cap)
         return child, lifetime
 
-    def get(self, agent: str, handle: str) -> Managed:
+    def get(self, agent: str, handle: str, scope: str = "") -> Managed:
         managed = self._procs.get(handle)
-        if managed is None or managed.agent != agent:
+        if managed is None or managed.agent != agent or managed.scope != scope:
             raise ToolError(f"No process {handle} belongs to this agent (action 'list' shows them)")
         return managed
 
-    async def poll_local(self, agent: str, handle: str, wait_s: float = 0.0) -> dict[str, Any]:
+    async def poll_local(
+        self, agent: str, handle: str, wait_s: float = 0.0, scope: str = ""
+    ) -> dict[str, Any]:
         """New output since the last poll; with ``wait_s``, wait that long for some first."""
-        managed = self.get(agent, handle)
+        managed = self.get(agent, handle, scope)
         child = managed.child
         if managed.running and child.sink.total == managed.cursor:
             child.activity.clear()  # set again by new output or the end
             await wait_for_event(child.activity, wait_s)
         return managed.read_new()
 
-    async def kill_local(self, agent: str, handle: str) -> dict[str, Any]:
-        managed = self.get(agent, handle)
+    async def kill_local(self, agent: str, handle: str, scope: str = "") -> dict[str, Any]:
+        managed = self.get(agent, handle, scope)
         was_running = managed.running
         managed.child.kill()
         await wait_for_event(managed.child.finished, _SHUTDOWN_WAIT_S)
         return {**managed.read_new(), "was_running": was_running}
 
-    def list_local(self, agent: str) -> list[dict[str, Any]]:
+    def list_local(self, agent: str, scope: str = "") -> list[dict[str, Any]]:
         self._prune()
-        return [p.summary() for p in self._procs.values() if p.agent == agent]
+        mine = (p for p in self._procs.values() if p.agent == agent and p.scope == scope)
+        return [p.summary() for p in mine]
 
     async def handle_request(self, request: dict[str, Any]) -> Any:
         """Serve one request from another executor (or from this one)."""
         op, agent = request.get("op"), str(request.get("agent", ""))
+        scope = str(request.get("scope", ""))
         if op == "list":
-            return self.list_local(agent)
+            return self.list_local(agent, scope)
         handle = str(request.get("handle", ""))
         if op == "poll":
-            return await self.poll_local(agent, handle, float(request.get("wait_s", 0.0)))
+            wait_s = float(request.get("wait_s", 0.0))
+            return await self.poll_local(agent, handle, wait_s, scope)
         if op == "kill":
-            return await self.kill_local(agent, handle)
+            return await self.kill_local(agent, handle, scope)
         raise ToolError(f"unknown process operation {op!r}")
 
     async def shutdown(self) -> None:
@@ -277,11 +290,11 @@ class ProcessManager:
     # -- any executor's processes -------------------------------------------------------
 
     async def request(
-        self, op: str, agent: str, handle: str, wait_s: float = 0.0
+        self, op: str, agent: str, handle: str, wait_s: float = 0.0, scope: str = ""
     ) -> dict[str, Any]:
         """poll/kill ``handle`` wherever it runs: here, or forwarded to its owner."""
         owner = owner_of(handle)
-        body = {"op": op, "agent": agent, "handle": handle, "wait_s": wait_s}
+        body = {"op": op, "agent": agent, "handle": handle, "wait_s": wait_s, "scope": scope}
         if owner == self.executor_id:
             result: dict[str, Any] = await self.handle_request(body)
             return result
@@ -289,9 +302,10 @@ class ProcessManager:
             raise ToolError(f"Process {handle}: {GONE}")
         return await self.peers.forward(owner, body)
 
-    async def list_all(self, agent: str) -> list[dict[str, Any]]:
-        """This agent's processes here and on every other executor that answers in time."""
-        items = self.list_local(agent)
+    async def list_all(self, agent: str, scope: str = "") -> list[dict[str, Any]]:
+        """This agent's processes of ``scope`` here and on every other executor that answers
+        in time."""
+        items = self.list_local(agent, scope)
         if self.peers is not None:
-            items += await self.peers.gather({"op": "list", "agent": agent})
+            items += await self.peers.gather({"op": "list", "agent": agent, "scope": scope})
         return sorted(items, key=lambda item: float(item.get("started_at", 0.0)))

@@ -40,6 +40,10 @@ class ToolContext:
     for every tool of the call; ``workspace_fd``, when set, is a descriptor of it opened by the
     executor without following symlinks (the file tools resolve every path beneath it; it is
     the executor's and closed after the call: duplicate it to keep it).
+    ``workspace_session``: the session whose private workspace ``workspace`` is (``""``: the
+    agent's own, ``<root>/<agent>``); whatever else a tool keeps per caller (the process
+    tool's handles) is kept per this workspace too, so a private session never reaches what
+    the agent's workspace or another session's holds.
     ``on_update``, when set, receives partial output while the tool runs (tools that stream,
     such as exec, call it with coalesced text pieces; the result stays authoritative)."""
 
@@ -52,6 +56,7 @@ class ToolContext:
         default=None, compare=False, repr=False
     )
     workspace_fd: int | None = field(default=None, compare=False, repr=False)
+    workspace_session: str = ""
 
 
 @dataclass

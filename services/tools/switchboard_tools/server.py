@@ -37,7 +37,7 @@ from .procs import ProcessLimits, ProcessManager
 from .registry import ToolContext, ToolOutput, ToolRegistry
 from .sandbox import Sandbox
 from .updates import update_publisher
-from .workspace import open_workspace
+from .workspace import WorkspaceScope, open_workspace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
@@ -155,7 +155,7 @@ class Executor:
             BUSY_SLOTS.dec()
 
     async def _execute(self, call: messages_pb2.ToolCall) -> ToolOutput:
-        session = call.session_key if self.settings.workspace_scope == "session" else None
+        session = workspace_session(call, self.settings.workspace_scope)
         try:
             workspace, fd = open_workspace(
                 self.settings.workspace_root(), call.agent or "main", session
@@ -173,6 +173,7 @@ class Executor:
                 timeout,
                 on_update,
                 workspace_fd=fd,
+                workspace_session=session or "",
             )
             args = call.args_json or "{}"
             if self.mcp is not None and call.tool not in self.registry and self.mcp.owns(call.tool):
@@ -180,6 +181,18 @@ class Executor:
             return await self.registry.execute(call.tool, args, ctx)
         finally:
             os.close(fd)
+
+
+def workspace_session(call: messages_pb2.ToolCall, scope: WorkspaceScope) -> str | None:
+    """The session whose private workspace ``call`` works in (``None``: the agent's).
+
+    ``call.workspace_session`` is set by the agent for a run that is not the owner's
+    (docs/trust.md, ``trust.private_workspace``): it wins over ``SB_WORKSPACE_SCOPE``, so such a
+    run never reaches the agent's workspace (the owner's ``MEMORY.md`` and ``USER.md``) nor
+    another session's, in either scope. Without it, the operator's scope decides, as before."""
+    if call.workspace_session:
+        return call.workspace_session
+    return call.session_key if scope == "session" else None
 
 
 def _asking_agent(data: bytes) -> str | None:

@@ -18,7 +18,7 @@ from typing import NoReturn
 import psutil
 import pytest
 
-from switchboard_tools.sandbox import child
+from switchboard_tools.sandbox import LayeredSandbox, child
 from tests.support.workers import sandbox_uid
 
 # The dedicated uid sandboxed commands run as when the executor is root (LayeredSandbox): this
@@ -41,6 +41,14 @@ def skip_or_fail(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(f"{reason} (CI=true: this must run here, not be skipped)", pytrace=False)
     pytest.skip(reason)
+
+
+def need_confinement(layered: LayeredSandbox) -> None:
+    """The default profile runs commands only under filesystem confinement (Landlock or
+    namespaces): without either, this host cannot run a command in the sandbox at all."""
+    have = layered.available()
+    if not (have.get("landlock") or have.get("namespaces")):
+        skip_or_fail("host lacks filesystem confinement (neither Landlock nor namespaces)")
 
 
 def require_root(what: str) -> None:

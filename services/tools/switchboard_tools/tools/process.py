@@ -65,7 +65,8 @@ class ProcessTool(Tool):
         "handle and the "
         "first output (waits up to wait_s, default 1). 'poll' with `handle`: output since the "
         "last poll and whether it still runs (wait_s: wait up to that long for new output). "
-        "'kill' with `handle`: end it and everything it started. 'list': your processes. "
+        "'kill' with `handle`: end it and everything it started. 'list': the processes of "
+        "this workspace. "
         "Output is kept in a ring buffer (older output may be dropped); processes end at "
         "their lifetime limit."
     )
@@ -142,12 +143,14 @@ class ProcessTool(Tool):
         if action == "start":
             return await self._start(args, ctx)
         if action == "list":
-            items = await self.manager.list_all(ctx.agent)
+            items = await self.manager.list_all(ctx.agent, ctx.workspace_session)
             return ToolOutput(format_list(items), details={"processes": items})
         if "handle" not in args:
             raise ArgumentError(f"action {action!r} needs a handle")
         wait_s = self._wait(args, ctx, 0.0) if action == "poll" else 0.0
-        item = await self.manager.request(action, ctx.agent, args["handle"], wait_s)
+        item = await self.manager.request(
+            action, ctx.agent, args["handle"], wait_s, ctx.workspace_session
+        )
         return ToolOutput(format_output(item), details=item)
 
     async def _start(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -163,13 +166,14 @@ class ProcessTool(Tool):
             mode=self.mode,
             shown_cwd=display_path(ctx.workspace, cwd),
             lifetime_s=args.get("lifetime_s"),
+            scope=ctx.workspace_session,
         )
         wait_s = self._wait(args, ctx, DEFAULT_START_WAIT_S)
-        item = await self.manager.poll_local(ctx.agent, managed.handle, 0.0)
+        item = await self.manager.poll_local(ctx.agent, managed.handle, 0.0, managed.scope)
         if wait_s > 0 and managed.running:
             # Let quick commands finish and slow ones show their first output.
             await wait_for_event(managed.child.finished, wait_s)
-            later = await self.manager.poll_local(ctx.agent, managed.handle, 0.0)
+            later = await self.manager.poll_local(ctx.agent, managed.handle, 0.0, managed.scope)
             later["output"] = item["output"] + later["output"]
             later["dropped_bytes"] += item["dropped_bytes"]
             item = later
