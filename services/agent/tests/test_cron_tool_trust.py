@@ -12,7 +12,6 @@ import grpc
 import nats
 import pytest
 
-from services.scheduler.tests.scheduler_harness import RunningScheduler, scheduler_service
 from switchboard import bus, rpc
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2, scheduler_pb2
@@ -20,6 +19,7 @@ from switchboard_agent.cron_tool import CronTool, visible
 from switchboard_agent.local_tools import LocalContext, LocalTools
 from switchboard_agent.outbound import OutboundPublisher
 from switchboard_agent.tools_client import CallRequest, CallResult
+from tests.support.scheduler import RunningScheduler, scheduler_service
 
 SUBJECTS = bus.Subjects()
 OWNER_DM, USER_DM, GROUP = "main:telegram:1", "main:telegram:2", "main:telegram:group:-3"

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from switchboard.v1 import scheduler_pb2, scheduler_pb2_grpc
-
-from .scheduler_harness import ReplicaProcesses, ensure_streams, fired, message_job, wait_until
+from tests.support.scheduler import ReplicaProcesses, ensure_streams, fired, message_job, wait_until
 
 JOBS = 200
 

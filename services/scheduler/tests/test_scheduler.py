@@ -14,8 +14,7 @@ import grpc
 import pytest
 
 from switchboard.v1 import messages_pb2, scheduler_pb2
-
-from .scheduler_harness import (
+from tests.support.scheduler import (
     RunningScheduler,
     fired,
     message_job,

@@ -18,8 +18,7 @@ from switchboard.v1 import scheduler_pb2
 from switchboard_scheduler.config import QuietHours
 from switchboard_scheduler.jobs import Job
 from switchboard_scheduler.schedule import quiet_until
-
-from .scheduler_harness import fired, message_job, scheduler_service, wait_until
+from tests.support.scheduler import fired, message_job, scheduler_service, wait_until
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

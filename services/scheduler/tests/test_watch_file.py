@@ -19,8 +19,7 @@ from switchboard import beneath
 from switchboard.v1 import scheduler_pb2
 from switchboard_scheduler.actions import read_beneath
 from switchboard_scheduler.errors import ActionFailed
-
-from .scheduler_harness import fired, scheduler_service
+from tests.support.scheduler import fired, scheduler_service
 
 CAP = 1024  # SB_SCHEDULER_FETCH_MAX_BYTES's least value
 SECRET = "outside secret 61d0"
