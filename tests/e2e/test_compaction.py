@@ -296,11 +296,13 @@ def test_compact_in_a_chat_flushes_to_the_memory_file_without_memory(
     tmp_path: Path, nats_url: str, database_url: str
 ) -> None:
     """Every service a process, the agent without memory (SB_MEMORY_ADDR=""): ``/compact`` from
-    a Telegram DM answers at once; the flush appends the fact to memory/YYYY-MM-DD.md in the
-    agent's workspace and the next request opens with the summary."""
+    the owner's Telegram DM answers at once; the flush appends the fact to memory/YYYY-MM-DD.md
+    in the agent's workspace (the owner's: docs/trust.md) and the next request opens with the
+    summary."""
     owner = "5151"
     key = f"main:telegram:{owner}"
-    with with_fake_model(tmp_path, nats_url, database_url, script, {}, AgentWithoutMemory) as p:
+    env = {"SB_OWNERS": f'["telegram:{owner}"]'}
+    with with_fake_model(tmp_path, nats_url, database_url, script, env, AgentWithoutMemory) as p:
         llm: FakeLLM = p.llm  # type: ignore[attr-defined]
         with client(p.url, p.token) as c:
             say(p.nats_url, owner, "FACT: My dentist is Dr Ortiz. hello", "cc-1")
