@@ -205,16 +205,19 @@ class TooLarge(OSError):
     """The file is larger than the caller reads."""
 
 
-def open_no_symlinks(dirfd: int, path: str, flags: int) -> int:
+def open_no_symlinks(dirfd: int, path: str, flags: int, mode: int = 0) -> int:
     """Open ``path`` (relative) beneath ``dirfd`` following no symlink at all, inside or out
-    (``ELOOP`` for one), and no ``..``: what a service reading a file that an untrusted command
-    may have planted uses (the memory indexer, file watchers)."""
+    (``ELOOP`` for one), and no ``..``: what a service reading (or, with ``O_CREAT`` and
+    ``mode``, writing) a file that an untrusted command may have planted uses (the memory
+    indexer and its file flush, the bootstrap files, skills, file watchers). A symlink that
+    stays inside is refused too: it could lead a file that others read (``AGENTS.md``) to one
+    that is the owner's alone (``MEMORY.md``)."""
     parts = _parts(path)
     if not parts or path.startswith("/") or ".." in parts:
         raise _escape(path)
     if resolver() == "openat2":
         resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
-        return openat2(dirfd, path, flags | os.O_NOFOLLOW, 0, resolve)
+        return openat2(dirfd, path, flags | os.O_NOFOLLOW, mode, resolve)
     stack: list[int] = []
     try:
         for name in parts[:-1]:
@@ -224,17 +227,17 @@ def open_no_symlinks(dirfd: int, path: str, flags: int) -> int:
         final = flags | os.O_NOFOLLOW | O_CLOEXEC
         if path.endswith("/"):
             final |= os.O_DIRECTORY  # "file/" is ENOTDIR, as the kernel resolves it
-        return _open_no_link(last, parts[-1], final, path)
+        return _open_no_link(last, parts[-1], final, path, mode)
     finally:
         for fd in stack:
             os.close(fd)
 
 
-def _open_no_link(dirfd: int, name: str, flags: int, path: str) -> int:
+def _open_no_link(dirfd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
     """``os.open(name, flags)`` in ``dirfd`` (``flags`` with ``O_NOFOLLOW``); ``ELOOP`` for a
     symlink, as ``RESOLVE_NO_SYMLINKS`` says, also where ``O_DIRECTORY`` made it ``ENOTDIR``."""
     try:
-        return os.open(name, flags, dir_fd=dirfd)
+        return os.open(name, flags, mode, dir_fd=dirfd)
     except NotADirectoryError:
         if _link_target(dirfd, name) is None:
             raise

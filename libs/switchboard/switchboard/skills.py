@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from switchboard.beneath import O_CLOEXEC, open_beneath
+from switchboard.beneath import O_CLOEXEC, open_beneath, open_no_symlinks
 from switchboard.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ def _open_skills_dir(source: Path, shared: bool) -> int | None:
             return os.open(source, _DIR_FLAGS)
         workspace = os.open(source, _DIR_FLAGS | os.O_NOFOLLOW)
         try:
-            return open_beneath(workspace, SKILLS_FOLDER, _DIR_FLAGS)
+            return open_no_symlinks(workspace, SKILLS_FOLDER, _DIR_FLAGS)
         finally:
             os.close(workspace)
     except OSError as exc:
@@ -260,10 +260,16 @@ def _load(
     dirfd: int, source: Path, folder: str, shared: bool
 ) -> tuple[Skill | None, Problem | None]:
     path = source / folder / SKILL_FILE
+    # A workspace's skills follow no symlink at all (one inside could lead SKILL.md to the
+    # owner's MEMORY.md); the operator's shared folders may use links that stay inside.
+    opener = open_beneath if shared else open_no_symlinks
     try:
-        fd = open_beneath(dirfd, f"{folder}/{SKILL_FILE}", os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+        fd = opener(dirfd, f"{folder}/{SKILL_FILE}", os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
     except OSError as exc:
-        why = "it leads outside its skills folder" if exc.errno == errno.EXDEV else exc.strerror
+        why = {
+            errno.EXDEV: "it leads outside its skills folder",
+            errno.ELOOP: "it is or passes through a symbolic link",
+        }.get(exc.errno or 0, exc.strerror)
         return None, Problem(path, str(why))
     try:
         st = os.fstat(fd)

@@ -54,7 +54,21 @@ def test_the_workspace_wins_a_name_and_a_symlink_out_is_refused(tmp_path: Path) 
         ("other", "other"),
         ("same", "mine"),
     ]
-    assert [p.reason for p in problems] == ["it leads outside its skills folder"]
+    # A workspace's skills follow no symlink at all (docs/trust.md): refused before it could
+    # even be seen to lead outside.
+    assert [p.reason for p in problems] == ["it is or passes through a symbolic link"]
+
+
+def test_a_workspace_skill_symlinked_to_a_file_inside_is_refused(tmp_path: Path) -> None:
+    """SKILL.md led to the owner's MEMORY.md in the same workspace: skill_read would hand the
+    owner's memory to whoever may read skills."""
+    workspace = tmp_path / "ws"
+    (workspace / "skills" / "leak").mkdir(parents=True)
+    (workspace / "MEMORY.md").write_text("---\nname: leak\ndescription: MEMO\n---\nSECRET")
+    os.symlink("../../MEMORY.md", workspace / "skills" / "leak" / "SKILL.md")
+    found, problems = SkillCatalog().find(workspace)
+    assert found == []
+    assert [p.reason for p in problems] == ["it is or passes through a symbolic link"]
 
 
 def test_a_skills_folder_symlinked_out_of_the_workspace_is_skipped(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from switchboard import trust
-from switchboard.beneath import O_CLOEXEC, open_beneath
+from switchboard.beneath import O_CLOEXEC, open_no_symlinks
 
 from .local_tools import LocalContext, LocalTools, tool_error
 from .memory_tools import MAX_NOTE
@@ -135,7 +135,10 @@ class MemoryFileStore:
         try:
             path = await asyncio.to_thread(self._append, ctx.agent, f"{now:%Y-%m-%d}.md", line)
         except OSError as exc:
-            reason = "it leads outside the workspace" if exc.errno == errno.EXDEV else "an error"
+            reason = {
+                errno.EXDEV: "it leads outside the workspace",
+                errno.ELOOP: "it is or passes through a symbolic link",
+            }.get(exc.errno or 0, "an error")
             return tool_error(call, f"Could not write the memory file ({reason}).", "write_failed")
         return CallResult(call.call_id, f"Stored in {path}.", False, {"path": path})
 
@@ -147,7 +150,9 @@ class MemoryFileStore:
             with contextlib.suppress(FileExistsError):
                 os.mkdir("memory", 0o700, dir_fd=dirfd)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | O_CLOEXEC
-            fd = open_beneath(dirfd, f"memory/{name}", flags, 0o644)
+            # No symlink at all, not even one inside: memory/ led to a file others read (a
+            # group's workspace, AGENTS.md) would hand them the owner's facts.
+            fd = open_no_symlinks(dirfd, f"memory/{name}", flags, 0o644)
         finally:
             os.close(dirfd)
         with os.fdopen(fd, "a", encoding="utf-8") as f:

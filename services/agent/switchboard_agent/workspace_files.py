@@ -13,8 +13,9 @@ Which files a run gets, by session kind and standing (:func:`files_for`, docs/tr
 - a heartbeat run also gets ``HEARTBEAT.md``.
 
 Reading: the workspace directory (``<root>/<agent>``) is opened without following a symlink
-and each file beneath it with :func:`switchboard.beneath.open_beneath`: a file (or a symlink)
-the agent's own tools planted can never make the prompt show a file from outside the workspace.
+and each file in it with :func:`switchboard.beneath.open_no_symlinks`: a symlink the agent's
+own tools planted is never followed, not even one that stays inside (``AGENTS.md``, which
+groups read, led to ``MEMORY.md``, which is the owner's alone: docs/trust.md).
 Only regular files are read (a FIFO would block the run). Text is cached by (device, inode,
 size, mtime): a run costs one ``stat`` per file while nothing changed. A file over
 ``max_chars`` keeps its first 70% and last 20% with a marker between (:func:`truncate`); a
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from switchboard import scheduling
-from switchboard.beneath import O_CLOEXEC, open_beneath
+from switchboard.beneath import O_CLOEXEC, open_no_symlinks
 from switchboard.sessions import parse_session_key
 
 from .workspace_templates import TEMPLATES
@@ -129,9 +130,11 @@ class WorkspaceFiles:
 
     def _open_and_read(self, dirfd: int, name: str) -> str | None:
         try:
-            fd = open_beneath(dirfd, name, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+            fd = open_no_symlinks(dirfd, name, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
         except OSError as exc:
-            if exc.errno == errno.EXDEV:
+            if exc.errno == errno.ELOOP:
+                log.warning("%s is a symbolic link: not loaded", name)
+            elif exc.errno == errno.EXDEV:
                 log.warning("%s leads outside the workspace: not loaded", name)
             elif exc.errno != errno.ENOENT:
                 log.warning("%s cannot be read (%s): not loaded", name, exc.strerror)

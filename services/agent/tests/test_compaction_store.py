@@ -108,5 +108,15 @@ async def test_the_file_fallback_appends_beneath_the_workspace(tmp_path: Path) -
     refused = await MemoryFileStore(other, lambda a: ZoneInfo("UTC")).run(
         ctx, CallRequest("c2", "memory_store", {"text": "secret"})
     )
-    assert refused.is_error and "outside the workspace" in refused.content
+    assert refused.is_error and "symbolic link" in refused.content
     assert list(outside.iterdir()) == []
+    # ... and to a directory inside that others read (a group's workspace): refused too.
+    group = other / "main" / "sessions" / "group-dir"
+    group.mkdir(parents=True)
+    (other / "main" / "memory").unlink()
+    (other / "main" / "memory").symlink_to("sessions/group-dir")
+    refused = await MemoryFileStore(other, lambda a: ZoneInfo("UTC")).run(
+        ctx, CallRequest("c3", "memory_store", {"text": "the owner's fact"})
+    )
+    assert refused.is_error and "symbolic link" in refused.content
+    assert list(group.iterdir()) == []

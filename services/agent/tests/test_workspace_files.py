@@ -109,9 +109,22 @@ def test_files_leading_outside_the_workspace_and_fifos_are_not_loaded(tmp_path: 
     os.mkfifo(ws / "TOOLS.md")  # opening it for reading would block the run
     (ws / "sub").mkdir()
     (ws / "sub" / "notes.md").write_text("inside")
-    (ws / "IDENTITY.md").symlink_to("sub/notes.md")  # a symlink that stays inside is fine
+    # A symlink that stays inside is not followed either: IDENTITY.md (which groups load) led
+    # to MEMORY.md (the owner's alone) would show the owner's memory in every group's prompt.
+    (ws / "IDENTITY.md").symlink_to("sub/notes.md")
     loaded = dict(WorkspaceFiles(tmp_path / "root", seed=False).load("main", ALL))
-    assert loaded == {"AGENTS.md": "text of AGENTS.md", "IDENTITY.md": "inside"}
+    assert loaded == {"AGENTS.md": "text of AGENTS.md"}
+
+
+def test_a_file_groups_load_led_to_the_owners_memory_is_not_loaded(tmp_path: Path) -> None:
+    """An owner's prompt-injected command made AGENTS.md a symlink to MEMORY.md: a group's run
+    (shared files only) must not get the owner's memory through it (docs/trust.md)."""
+    ws = workspace(tmp_path, files=("MEMORY.md",))
+    (ws / "AGENTS.md").symlink_to("MEMORY.md")
+    files = WorkspaceFiles(tmp_path, seed=False)
+    assert files.load("main", files_for("group")) == []
+    # The owner's own run still reads MEMORY.md itself.
+    assert files.load("main", files_for("direct")) == [("MEMORY.md", "text of MEMORY.md")]
 
 
 def test_the_workspace_itself_as_a_symlink_is_refused(tmp_path: Path) -> None:
