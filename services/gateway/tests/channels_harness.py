@@ -53,6 +53,8 @@ class ChannelsGateway:
     discord_signer: DiscordInteractions
     token: str = field(repr=False)
     hooks_token: str = field(repr=False)
+    # INBOUND messages before this index are an earlier test's (a gateway shared by a module).
+    since: int = 0
 
     async def telegram(self, body: bytes, account: str = "default") -> httpx.Response:
         headers = {"content-type": "application/json", SECRET_HEADER: self.telegram_secret}
@@ -82,7 +84,12 @@ class ChannelsGateway:
     async def inbound(self) -> list[messages_pb2.InboundMessage]:
         stream = self.rt.subjects.stream("INBOUND")
         found = await stream_messages(self.rt.js, stream, messages_pb2.InboundMessage)
-        return [s.message for s in found]
+        return [s.message for s in found][self.since :]
+
+    async def mark(self) -> None:
+        """From now on :meth:`inbound` shows only what is published after this call."""
+        self.since = 0
+        self.since = len(await self.inbound())
 
 
 @asynccontextmanager

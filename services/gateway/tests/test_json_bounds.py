@@ -6,13 +6,14 @@ so what is tested is the parsing behind the verification."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from websockets.asyncio.client import connect
 
 from switchboard.jsonsafe import MAX_DEPTH
@@ -33,10 +34,24 @@ def nested(levels: int, leaf: Any = "x") -> Any:
 TOO_DEEP = MAX_DEPTH + 10
 
 
-@pytest.fixture
-async def cg(nats_url: str, tmp_path: Path) -> AsyncIterator[ChannelsGateway]:
-    async with channels_gateway(nats_url, tmp_path) as gateway:
+# One gateway for the module (starting one per test cost a second each, 50 s in all): each
+# test sees only what it published (ChannelsGateway.mark), under message ids of its own.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+_IDS = itertools.count(1)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(
+    module_nats_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ChannelsGateway]:
+    async with channels_gateway(module_nats_url, tmp_path_factory.mktemp("gw")) as gateway:
         yield gateway
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def cg(shared: ChannelsGateway) -> ChannelsGateway:
+    await shared.mark()
+    return shared
 
 
 @pytest.fixture(autouse=True)
@@ -50,15 +65,17 @@ def no_traceback(caplog: pytest.LogCaptureFixture) -> Any:
 
 
 def telegram_update(text: object = "hello", **extra: Any) -> dict[str, Any]:
+    """A DM update with ids no other test of the module used (INBOUND drops a repeated one)."""
+    n = next(_IDS)
     message = {
-        "message_id": 5,
+        "message_id": n,
         "from": {"id": 4242, "is_bot": False, "first_name": "Ada"},
         "chat": {"id": 4242, "type": "private"},
         "date": 1_700_000_000,
         "text": text,
         **extra,
     }
-    return {"update_id": 900_000_001, "message": message}
+    return {"update_id": 900_000_000 + n, "message": message}
 
 
 @pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
