@@ -2,7 +2,8 @@
 providers' wire formats, each agent with its own primary model (SB_AGENT_MODELS) and one
 fallback chain (SB_MODEL_FALLBACKS); errors scripted per model and API key. Every failover is an
 agent event, an attribute of the llm.call span and a metric; a session or agent at its budget
-gets a clear refusal and the fake sees no call."""
+gets a clear refusal and the fake sees no call. A 429 with ``Retry-After: 0`` moves on to the
+fallback too, and nothing fails over once text has streamed."""
 
 from __future__ import annotations
 
@@ -33,7 +34,13 @@ AGENTS = {
     "long": "openai:gpt-long",
     "capped": "openai:gpt-capped",
     "spender": "openai:gpt-spender",
+    "gpt0": "openai:gpt-zero",
+    "claude0": "anthropic:claude-zero",
+    "gptmid": "openai:gpt-midstream",
+    "claudemid": "anthropic:claude-midstream",
+    "gptbreak": "openai:gpt-break",
 }
+PARTIAL = "The first half of "
 
 
 def script(req: FakeRequest) -> Reply:
@@ -146,6 +153,51 @@ def test_a_429_falls_back_on_both_providers(
     end, _ = ask(stack, agent, peer, f"again {peer}")
     assert end["text"] == f"gpt-fallback says: again {peer}"
     assert calls_of(llm, f"again {peer}") == [("gpt-fallback", 200)]  # retry-after honoured
+
+
+@pytest.mark.parametrize("agent", ["gpt0", "claude0"])
+def test_a_429_with_retry_after_0_moves_on_to_the_fallback(
+    stack: Stack, llm: FakeLLM, agent: str
+) -> None:
+    """Issue 24: the primary, free again at once, took every attempt of the run
+    (SB_MODEL_MAX_ATTEMPTS) and the fallback was never called."""
+    provider, _, model = AGENTS[agent].partition(":")
+    llm.fail_next(429, 6, provider=provider, model=model, retry_after=0)
+    peer = f"z-{uuid.uuid4().hex[:8]}"
+    end, tap = ask(stack, agent, peer, f"zero {peer}")
+    assert calls_of(llm, f"zero {peer}") == [(model, 429), ("gpt-fallback", 200)]
+    assert end["text"] == f"gpt-fallback says: zero {peer}"
+    [event] = tap.find("lifecycle", "failover")
+    assert (event["data"]["to"], event["data"]["retry_after_s"]) == (FALLBACK, 0)
+    llm.reset()  # the 429s left for the primary
+
+
+@pytest.mark.parametrize(("agent", "status"), [("gptmid", None), ("claudemid", 529)])
+def test_nothing_fails_over_once_text_has_streamed(
+    stack: Stack, llm: FakeLLM, agent: str, status: int | None
+) -> None:
+    """The primary streams some text, then its connection drops (OpenAI) or an overloaded
+    error arrives in the stream (Anthropic): the run ends with that text and the error, and
+    the fallback is never called (the user would read two answers run together)."""
+    provider, _, model = AGENTS[agent].partition(":")
+    llm.break_stream_next(text=PARTIAL, status=status, provider=provider, model=model)
+    peer = f"mid-{uuid.uuid4().hex[:8]}"
+    end, tap = ask(stack, agent, peer, f"mid {peer}")
+    assert calls_of(llm, f"mid {peer}") == [(model, status or 0)]
+    assert end["text"].startswith(f"{PARTIAL}Sorry, the model call failed: "), end["text"]
+    assert end["data"] == {"status": "error"}
+    assert not tap.find("lifecycle", "failover")
+    assert "".join(e.get("text", "") for e in tap.find("assistant", "delta")).startswith(PARTIAL)
+
+
+def test_a_stream_that_breaks_before_any_text_fails_over(stack: Stack, llm: FakeLLM) -> None:
+    llm.break_stream_next(text="", provider="openai", model="gpt-break")  # dropped at once
+    peer = f"brk-{uuid.uuid4().hex[:8]}"
+    end, tap = ask(stack, "gptbreak", peer, f"break {peer}")
+    assert calls_of(llm, f"break {peer}") == [("gpt-break", 0), ("gpt-fallback", 200)]
+    assert end["text"] == f"gpt-fallback says: break {peer}"
+    [event] = tap.find("lifecycle", "failover")
+    assert event["data"]["reason"] == "unavailable"
 
 
 @pytest.mark.parametrize(("agent", "status"), [("over", 529), ("busy", 503)])

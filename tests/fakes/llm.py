@@ -9,7 +9,10 @@ formats, for tests and benchmarks. Our code reaches it through the official SDKs
 
 Endpoints: ``POST /v1/messages`` (JSON or ``stream: true`` SSE), ``POST /v1/chat/completions``
 (JSON or ``stream: true`` chunks ending with ``data: [DONE]``), ``GET /v1/models``. Answers are
-instant: every streamed response is written at once unless ``stream_delay_s`` is set.
+instant: every streamed response is written at once unless ``stream_delay_s`` is set. Failures
+are scripted with ``fail_next`` (an HTTP error, or an error at the start of a 200 stream),
+``overflow_next`` and ``break_stream_next`` (text deltas, then a dropped connection or an error
+event: a stream that fails after text reached the client).
 
 Standalone: ``python -m tests.fakes.llm --port 8999 [--script tool_then_text|text_only|echo]``.
 """
@@ -101,7 +104,8 @@ class RecordedCall:
     start: float  # time.monotonic() when the request arrived
     end: float  # time.monotonic() when the response was complete
     request: FakeRequest
-    reply: Reply  # Reply() for rejected calls (status != 200)
+    reply: Reply  # Reply() for rejected calls; Reply(text=<what streamed>) for broken streams
+    # The HTTP status, or the error's inside a 200 stream; 0: the connection dropped mid-stream.
     status: int = 200
 
 
@@ -538,6 +542,54 @@ def _error_body(provider: str, status: int, text: str, code: str | None = None) 
     return {"error": {"message": text, "type": etype, "param": param, "code": code or default_code}}
 
 
+def _stream_error_event(provider: str, status: int, text: str) -> str:
+    """The error a provider writes into a 200 stream: Anthropic's ``event: error``; the OpenAI
+    SDK's error chunk, with the HTTP code in ``code`` as OpenRouter sends it."""
+    if provider == "anthropic":
+        return f"event: error\ndata: {_dumps(_error_body(provider, status, text))}\n\n"
+    return f"data: {_dumps({'error': {'message': text, 'code': status}})}\n\n"
+
+
+def _stream_head(provider: str, model: str, text: str, text_chunks: int) -> list[str]:
+    """A normal stream of ``text`` up to just before its end (Anthropic: no ``message_delta``
+    nor ``message_stop``; OpenAI: no finish chunk nor ``[DONE]``): what a client has read when
+    the stream breaks. Without text: only the stream's start."""
+    answer = _Answer(text=text, calls=[], stop_reason="end_turn", input_tokens=1, output_tokens=1)
+    if provider == "anthropic":
+        return _anthropic_events(answer, model, text_chunks, 1)[:-2]
+    return _openai_chunks(answer, model, False, text_chunks, 1)[:-2]
+
+
+class _StreamCut(Exception):
+    """Raised by a response that breaks its stream: uvicorn then closes the connection
+    without the end of the chunked body, as a dropped connection looks to the client."""
+
+
+class _QuietCuts(logging.Filter):
+    """Keeps uvicorn from logging our deliberate cuts as application errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], _StreamCut))
+
+
+_QUIET_CUTS = _QuietCuts()
+
+
+class _CutResponse(Response):
+    """HTTP 200, ``head`` as the first chunks of an event stream, then the connection drops."""
+
+    def __init__(self, head: str, headers: dict[str, str]) -> None:
+        super().__init__(None, media_type="text/event-stream", headers=headers)
+        # No content-length: the body is chunked, so a close before its last chunk is a drop.
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.head = head.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.head, "more_body": True})
+        raise _StreamCut("the fake LLM dropped the connection mid-stream (scripted)")
+
+
 def _in_stream_error(provider: str, status: int, text: str) -> list[str]:
     """A 200 stream that fails at its start: Anthropic's ``event: error`` after
     ``message_start``; the OpenAI SDK's error chunk, with the HTTP code in ``code`` as
@@ -558,9 +610,9 @@ def _in_stream_error(provider: str, status: int, text: str) -> list[str]:
         }
         return [
             f"event: message_start\ndata: {_dumps(start)}\n\n",
-            f"event: error\ndata: {_dumps(_error_body(provider, status, text))}\n\n",
+            _stream_error_event(provider, status, text),
         ]
-    return [f"data: {_dumps({'error': {'message': text, 'code': status}})}\n\n"]
+    return [_stream_error_event(provider, status, text)]
 
 
 def _error_response(
@@ -570,9 +622,13 @@ def _error_response(
     *,
     code: str | None = None,
     retry_after: float | None = None,
+    retry_header: bool = True,
 ) -> Response:
+    """The provider's error response; a 429 or 5xx carries ``retry-after-ms: 1`` unless
+    ``retry_after`` (seconds) is given or ``retry_header`` is False (no header at all)."""
     text = message or _DEFAULT_MESSAGES.get(status, f"HTTP {status}")
-    headers = {"retry-after-ms": "1"} if status == 429 or status >= 500 else {}
+    retryable = retry_header and (status == 429 or status >= 500)
+    headers = {"retry-after-ms": "1"} if retryable else {}
     if retry_after is not None:  # what the APIs send: whole seconds in retry-after
         headers = {"retry-after": f"{retry_after:g}"}
     body = _error_body(provider, status, text, code)
@@ -596,6 +652,9 @@ class _Failure:
     retry_after: float | None = None  # a retry-after header (seconds)
     in_stream: bool = False  # HTTP 200 and the error inside the stream
     code: str | None = None  # OpenAI's error code
+    partial: str | None = None  # a broken stream: this text streams first, then the break
+    drop: bool = False  # a broken stream ends with a dropped connection, not an error event
+    retry_header: bool = True  # False: no retry-after header at all
 
     def matches(self, provider: str, model: str, key: str) -> bool:
         return (
@@ -686,12 +745,46 @@ class FakeLLM:
         key: str | None = None,
         retry_after: float | None = None,
         in_stream: bool = False,
+        retry_header: bool = True,
     ) -> None:
         """Answer the next ``n`` model calls (of ``provider``, ``model`` and API ``key``, or
         any) with HTTP ``status`` in the provider's error shape; ``retry_after`` sends that
-        header (seconds); ``in_stream`` answers a streaming call 200 and fails inside the
-        stream instead (Anthropic's ``event: error``, an OpenAI error chunk)."""
-        failure = _Failure(status, message, provider, model, key, retry_after, in_stream)
+        header (seconds); without it a 429 or 5xx carries ``retry-after-ms: 1``, or no such
+        header at all when ``retry_header`` is False; ``in_stream`` answers a streaming call
+        200 and fails inside the stream instead (Anthropic's ``event: error``, an OpenAI error
+        chunk)."""
+        failure = _Failure(
+            status, message, provider, model, key, retry_after, in_stream, retry_header=retry_header
+        )
+        with self._cond:
+            self._failures.extend(failure for _ in range(n))
+
+    def break_stream_next(
+        self,
+        n: int = 1,
+        *,
+        text: str = "Partial answer ",
+        status: int | None = None,
+        message: str | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Answer the next ``n`` streaming calls (of ``provider``, ``model`` and API ``key``, or
+        any) 200, stream ``text`` as text deltas ("" for none), then break the stream: with
+        ``status`` None the connection drops (no end of the body; recorded with status 0),
+        else an error of that status arrives inside the stream (Anthropic's ``event: error``,
+        an OpenAI error chunk). A non-streaming call gets the HTTP error (500 for a drop)."""
+        failure = _Failure(
+            status or 500,
+            message,
+            provider,
+            model,
+            key,
+            in_stream=True,
+            partial=text,
+            drop=status is None,
+        )
         with self._cond:
             self._failures.extend(failure for _ in range(n))
 
@@ -730,6 +823,9 @@ class FakeLLM:
             # fake was closing: a connection error no real provider gives (seen under load).
             timeout_keep_alive=75,
         )
+        error_log = logging.getLogger("uvicorn.error")  # after Config set up uvicorn's logging
+        if _QUIET_CUTS not in error_log.filters:
+            error_log.addFilter(_QUIET_CUTS)
         return uvicorn.Server(config)
 
     def start(self) -> FakeLLM:
@@ -815,9 +911,17 @@ class FakeLLM:
             message: str | None,
             code: str | None = None,
             retry_after: float | None = None,
+            retry_header: bool = True,
         ) -> Response:
             self._record(RecordedCall(provider, start, time.monotonic(), fake, Reply(), status))
-            return _error_response(provider, status, message, code=code, retry_after=retry_after)
+            return _error_response(
+                provider,
+                status,
+                message,
+                code=code,
+                retry_after=retry_after,
+                retry_header=retry_header,
+            )
 
         ok, given = self._authorized(request, provider)
         if not ok:
@@ -834,6 +938,8 @@ class FakeLLM:
             if invalid is not None:
                 return reject(400, invalid)
         failure = self._take_failure(provider, fake.model, given)
+        if failure is not None and failure.partial is not None and fake.stream:
+            return self._broken(failure, fake, start)
         if failure is not None and failure.in_stream and fake.stream:
             self._record(
                 RecordedCall(provider, start, time.monotonic(), fake, Reply(), failure.status)
@@ -844,7 +950,13 @@ class FakeLLM:
                 media_type="text/event-stream",
             )
         if failure is not None:
-            return reject(failure.status, failure.message, failure.code, failure.retry_after)
+            return reject(
+                failure.status,
+                failure.message,
+                failure.code,
+                failure.retry_after,
+                failure.retry_header,
+            )
         try:
             if self.threaded:
                 reply = await asyncio.to_thread(self.script, fake)
@@ -893,6 +1005,21 @@ class FakeLLM:
                 self._record(RecordedCall(provider, start, time.monotonic(), fake, reply))
 
         return StreamingResponse(slow(), media_type=media_type, headers=headers)
+
+    def _broken(self, failure: _Failure, fake: FakeRequest, start: float) -> Response:
+        """A 200 stream of ``failure.partial`` that then drops or carries an error event."""
+        partial = failure.partial or ""
+        status = 0 if failure.drop else failure.status
+        reply = Reply(text=partial)
+        self._record(RecordedCall(fake.provider, start, time.monotonic(), fake, reply, status))
+        model = fake.model or self.models[0]
+        head = _stream_head(fake.provider, model, partial, self.text_chunks)
+        headers = {"cache-control": "no-cache"}
+        if failure.drop:
+            return _CutResponse("".join(head), headers)
+        text = failure.message or _DEFAULT_MESSAGES.get(failure.status, "error")
+        tail = _stream_error_event(fake.provider, failure.status, text)
+        return Response("".join([*head, tail]), media_type="text/event-stream", headers=headers)
 
     async def _anthropic(self, request: Request) -> Response:
         return await self._handle(request, "anthropic")

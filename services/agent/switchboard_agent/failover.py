@@ -7,6 +7,10 @@
   called again before its retry-after; when every model rests, the call waits for the first
   one to wake if that is at most ``max_wait_s`` away, and fails with the provider's message
   otherwise (a 429 saying "retry in 3 days" never parks a run).
+- A failure moves the run on even when its rest is over at once (``Retry-After: 0``, a
+  retry-after shorter than a call, ``cooldown_s`` 0): a model or profile that failed in this run
+  is called again only once every other one not resting has been tried, the one that failed
+  longest ago first. Otherwise the primary, free again at once, would take every attempt.
 - Context overflow: the request is shrunk once (``RoutedModel.on_overflow``: a run compacts its
   session for real, compaction.py; else :func:`overflow.compact_for_retry`) and tried again on
   the same model.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -164,15 +168,34 @@ class ModelRouter:
     def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         return self.bind("").stream(request)
 
-    def pick(self, refs: Sequence[str]) -> tuple[str, AuthProfile] | None:
-        """The first (model, profile) of the chain that is not resting."""
+    def pick(
+        self,
+        refs: Sequence[str],
+        failed: Mapping[str, int] | None = None,
+        tried: Collection[tuple[str, str]] = (),
+    ) -> tuple[str, AuthProfile] | None:
+        """The (model, profile) to call next: of those not resting, the first in chain order
+        that has not failed in this run; else the one whose last failure is oldest, a pair not
+        called yet first (a refused key fails for every model of its provider).
+
+        ``failed`` maps the cooldown keys (``model:<ref>``, ``profile:<provider/name>``) of the
+        run's failures to when they failed (a number that grows); ``tried``: the (ref, profile
+        key) pairs whose call failed."""
+        failed = failed or {}
+        best: tuple[tuple[int, bool], str, AuthProfile] | None = None
         for ref in refs:
             if self.cooldowns.remaining(f"model:{ref}") > 0:
                 continue
             for profile in self.profiles[ref.partition(":")[0]]:
-                if self.cooldowns.remaining(f"profile:{profile.key}") <= 0:
+                if self.cooldowns.remaining(f"profile:{profile.key}") > 0:
+                    continue
+                last = max(failed.get(f"model:{ref}", 0), failed.get(f"profile:{profile.key}", 0))
+                if last == 0:
                     return ref, profile
-        return None
+                rank = (last, (ref, profile.key) in tried)
+                if best is None or rank < best[0]:
+                    best = (rank, ref, profile)
+        return None if best is None else (best[1], best[2])
 
     def next_free_s(self, refs: Sequence[str]) -> float:
         """Seconds until some (model, profile) of the chain stops resting."""
@@ -184,17 +207,24 @@ class ModelRouter:
             waits.append(max(model_wait, profile_wait))
         return min(waits)
 
-    def rest(self, ref: str, profile: AuthProfile, exc: ModelError) -> None:
+    def rest(self, ref: str, profile: AuthProfile, exc: ModelError) -> str | None:
+        """Rest what ``exc`` says failed; its cooldown key (None: nothing rests)."""
         if isinstance(exc, ModelAuthError):
-            self.cooldowns.cool(f"profile:{profile.key}", self.tuning.auth_cooldown_s)
-        elif isinstance(exc, ModelRateLimitError | ModelUnavailableError):
+            key = f"profile:{profile.key}"
+            self.cooldowns.cool(key, self.tuning.auth_cooldown_s)
+            return key
+        if isinstance(exc, ModelRateLimitError | ModelUnavailableError):
             after = exc.retry_after_s
-            self.cooldowns.cool(f"model:{ref}", self.tuning.cooldown_s if after is None else after)
+            key = f"model:{ref}"
+            self.cooldowns.cool(key, self.tuning.cooldown_s if after is None else after)
+            return key
+        return None
 
 
 class RoutedModel:
     """One agent's chain as a :class:`Model`; ``provider``/``model`` name the model that
-    answered last (the primary until then)."""
+    answered last (the primary until then). A run binds one and makes all its model calls
+    through it, so a model that failed in the run yields to the others for the rest of it."""
 
     def __init__(self, router: ModelRouter, refs: Sequence[str], events: RunEvents | None):
         self.router = router
@@ -203,6 +233,10 @@ class RoutedModel:
         self.ref = refs[0]
         self.provider, _, self.model = self.ref.partition(":")
         self.failovers: list[Failover] = []
+        # The run's failures: cooldown key ("model:<ref>", "profile:<key>") -> failure number.
+        self.failed: dict[str, int] = {}
+        self.tried: set[tuple[str, str]] = set()
+        self._failures = 0
         # What a context overflow does to the request before its one retry.
         self.on_overflow: Shrink = tail_only
 
@@ -212,13 +246,13 @@ class RoutedModel:
         shrunk = False
         for _ in range(tuning.max_attempts):
             waited = 0.0
-            pick = router.pick(self.refs)
+            pick = router.pick(self.refs, self.failed, self.tried)
             if pick is None:
                 waited = router.next_free_s(self.refs)
                 if waited > tuning.max_wait_s:
                     raise _exhausted(failed[2] if failed else None, waited)
                 await router.sleep(waited)
-                pick = router.pick(self.refs)
+                pick = router.pick(self.refs, self.failed, self.tried)
                 if pick is None:
                     raise _exhausted(failed[2] if failed else None, router.next_free_s(self.refs))
             ref, profile = pick
@@ -239,7 +273,11 @@ class RoutedModel:
                 if reason == "context_overflow":
                     shrunk = True
                     request = await self.on_overflow(request)
-                router.rest(ref, profile, exc)
+                rested = router.rest(ref, profile, exc)
+                if rested is not None:
+                    self._failures += 1
+                    self.failed[rested] = self._failures
+                    self.tried.add((ref, profile.key))
                 failed = (ref, profile, exc)
         assert failed is not None
         raise failed[2]

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2  # the transport the anthropic SDK uses (its dependency)
 
 from .base import (
     ModelRequest,
@@ -259,6 +260,14 @@ class AnthropicModel:
                         yield delta
         except anthropic.AnthropicError as exc:
             raise self._map_error(exc) from None
+        except httpx2.TransportError:
+            # The SDK wraps a failed connection as APIConnectionError, but not one that drops
+            # while the stream is read: that surfaced raw (no failover before any text; after
+            # text, a lane retry that showed the partial answer again).
+            raise ModelUnavailableError(
+                f"{_LABEL} dropped the connection while it answered; try again.",
+                provider=self.provider,
+            ) from None
         if acc.stop_reason is None:
             raise ModelUnavailableError(
                 f"{_LABEL} stream ended before the message was complete; try again.",
