@@ -17,9 +17,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requir
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "note: bubblewrap is not installed; the tool executor runs without namespaces"
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } \
-	  || echo "note: chromium is not installed; the WebChat browser test is skipped"
+	  || echo "note: /usr/bin/chromium is not installed (apt-get install chromium); the WebChat browser tests are skipped (and fail under CI=true)"
 	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; } \
 	  || echo "note: promtool (Debian package prometheus) is not installed; the alert-rule and dashboard-data tests are skipped"

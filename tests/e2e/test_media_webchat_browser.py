@@ -11,18 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser import ARGS, CHROMIUM, WAIT_MS, require_browser
 from tests.e2e.media_scripts import send_back
-from tests.e2e.test_webchat_browser import ARGS, CHROMIUM, WAIT_MS
 from tests.support import media_files
 from tests.support.services import ServiceProcesses, with_fake_model
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="no /usr/bin/chromium (apt-get install chromium)"
-)
 
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    require_browser()  # before the services start: skipped here, or failed under CI=true
     with with_fake_model(tmp_path, nats_url, database_url, send_back, {}) as procs:
         yield procs
 

@@ -2,7 +2,8 @@
 PostgreSQL) against the fake OpenAI-compatible model, whose script answers each session by the
 text of its run. A parent hands tasks to children with ``sessions_spawn``; each child runs on
 its own lane; their answers reach the parent's next model call (``wait``) or arrive later as a
-new message of the parent session (``background``).
+new message of the parent session (``background``). The limits (depth, count, concurrency,
+timeout) have their own module, tests/e2e/test_subagent_limits.py.
 
 Concurrency is proven, not timed: the fake model holds each child's model call at a barrier that
 only opens when all three children's calls are in flight at the same moment."""
@@ -14,14 +15,14 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import client, final_text, history, next_reply, wait_for
+from tests.e2e.helpers import client, final_text, history, wait_for
+from tests.e2e.subagent_support import ask, calls_for, run_stack, tool_results
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
-from tests.support.stack import Stack, start_stack, stop_stack
+from tests.support.stack import Stack
 
 HANDSHAKE_S = 40  # how long a child's call waits for its siblings before giving up
 SESSION_TOKENS = 50_000  # SB_BUDGET session_tokens of the first stack; a "burn" child uses more
@@ -53,11 +54,6 @@ class Handshakes:
 HANDSHAKES = Handshakes()
 
 
-def tool_results(req: FakeRequest) -> list[str]:
-    """Every tool result of the request so far (OpenAI "tool" messages), in order."""
-    return [str(m.get("content")) for m in req.messages if m.get("role") == "tool"]
-
-
 def script(req: FakeRequest) -> Reply:
     words = req.last_user_text.split()
     head = words[0] if words else ""
@@ -72,17 +68,18 @@ def script(req: FakeRequest) -> Reply:
     if head == "hs":  # child: answers only once all three children's calls are here
         met = HANDSHAKES.meet(f"hs {words[1]}", 3)
         return Reply(text=f"child {words[2]}: " + ("met all three" if met else "alone"))
-    if head in ("forbidden", "deep", "spend"):  # parent: one child, wait, quote it
+    if head in ("forbidden", "spend"):  # parent: one child, wait, quote it
         if done:
             return Reply(text="child answered: " + done[0])
-        child = {"forbidden": "try", "deep": "nest", "spend": "burn"}[head]
+        child = {"forbidden": "try", "spend": "burn"}[head]
         return Reply(tool_calls=[("sessions_spawn", {"task": f"{child} {words[1]}"})])
-    if head in ("try", "nest"):  # child: what a child may not do
+    if head == "try":  # child: what a child may not do
         if done:
             return Reply(text="refusals: " + " | ".join(done))
-        calls: list[tuple[str, dict[str, Any]]] = [("sessions_spawn", {"task": "grandchild"})]
-        if head == "try":
-            calls.append(("memory_store", {"text": "a secret"}))
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("sessions_spawn", {"task": "grandchild"}),
+            ("memory_store", {"text": "a secret"}),
+        ]
         return Reply(tool_calls=calls)
     if head == "burn":  # child: one expensive call
         return Reply(text="burned", input_tokens=SESSION_TOKENS + 10_000, output_tokens=10)
@@ -94,13 +91,6 @@ def script(req: FakeRequest) -> Reply:
     if head == "bgwork":  # child: waits until the test saw the parent's first answer
         go = HANDSHAKES.event(f"go {words[1]}").wait(HANDSHAKE_S)
         return Reply(text=f"bg result {words[1]}: " + ("go seen" if go else "no go"))
-    if head == "many":  # parent: 3 children (over the limit of 2), then 2, then 1 more
-        results = tool_results(req)
-        sizes = [3, 2, 1]
-        if len(results) < len(sizes):
-            quick = [f"quick {i}" for i in range(sizes[len(results)])]
-            return Reply(tool_calls=[("sessions_spawn", {"tasks": quick})])
-        return Reply(text="limits: " + " || ".join(results))
     if head == "survey":  # parent: a child, then every other session tool in turn
         return survey(words[1], tool_results(req))
     return Reply(text=f"quick done ({req.last_user_text})")
@@ -129,19 +119,6 @@ def llm() -> Iterator[FakeLLM]:
         yield fake
 
 
-def _stack(home: Path, llm: FakeLLM, env: dict[str, str]) -> Iterator[Stack]:
-    env = {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": llm.openai_base_url,
-        "SB_MEMORY_SYNC": "false",  # no turn indexing: not what these tests are about
-        **env,
-    }
-    stack = start_stack(home, env, timeout=120)
-    yield stack
-    left = stop_stack(stack)
-    assert not left, f"processes left behind: {left}\n{stack.log()}"
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[Stack]:
     """Default sub-agent settings and policy; a session budget; the session tools of the
@@ -151,19 +128,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[St
         "SB_BUDGET": json.dumps({"session_tokens": SESSION_TOKENS}),
         "SB_SESSION_VISIBILITY": "agent",
     }
-    yield from _stack(tmp_path_factory.mktemp("sbhome"), llm, env)
-
-
-def ask(stack: Stack, key: str, text: str, timeout: float = 90) -> str:
-    with client(stack.url, stack.token) as c:
-        before = len(history(c, key))
-        r = c.post(f"/api/sessions/{key}/messages", json={"text": text})
-        assert r.status_code == 202, r.text
-        return next_reply(c, key, before, timeout=timeout)
-
-
-def calls_for(llm: FakeLLM, text: str) -> list[FakeRequest]:
-    return [c.request for c in llm.calls if c.request.last_user_text == text]
+    yield from run_stack(tmp_path_factory.mktemp("sbhome"), llm, env)
 
 
 def test_three_children_run_in_parallel_and_answer_the_parents_next_turn(
@@ -262,35 +227,3 @@ def test_a_childs_tokens_count_toward_the_parents_session_budget(
         r = c.get("/api/usage", params={"session": key})
         own = r.json()["total"]["input_tokens"] + r.json()["total"]["output_tokens"]
     assert own < SESSION_TOKENS  # the parent alone is far under its budget
-
-
-@pytest.fixture(scope="module")
-def spawning_stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[Stack]:
-    """Children may call sessions_spawn (policy), so the limits themselves answer."""
-    env = {
-        "SB_SUBAGENT_TOOL_POLICY": json.dumps({"deny": ["memory_store", "cron", "message"]}),
-        "SB_SUBAGENT_MAX_CHILDREN": "2",
-    }
-    yield from _stack(tmp_path_factory.mktemp("sbhome2"), llm, env)
-
-
-def test_depth_and_count_limits_are_readable_tool_errors(
-    spawning_stack: Stack, llm: FakeLLM
-) -> None:
-    tag = f"lim{uuid.uuid4().hex[:6]}"
-    deep = ask(spawning_stack, f"main:api:{tag}", f"deep {tag}")
-    assert "sessions_spawn" in calls_for(llm, f"nest {tag}")[0].tools  # the policy allows it
-    assert (
-        "sessions_spawn refused: this session is 1 level(s) deep and sub-agents may nest only"
-        " 1 level(s) (SB_SUBAGENT_MAX_DEPTH)" in deep
-    ), deep
-    assert not calls_for(llm, "grandchild")
-
-    many = ask(spawning_stack, f"main:api:many{tag}", f"many {tag}")
-    first, second, third = many.removeprefix("limits: ").split(" || ")
-    assert "one run may start 2 sub-agents in all (SB_SUBAGENT_MAX_CHILDREN)" in first
-    assert first.endswith("this run started 0 and asked for 3 more. Nothing was started.")
-    assert second.startswith("[1] sub-agent main:api:many")
-    assert "quick done (quick 0)" in second and "quick done (quick 1)" in second
-    assert third.endswith("this run started 2 and asked for 1 more. Nothing was started.")
-    assert len(calls_for(llm, "quick 0")) == 1  # the refused calls started nobody

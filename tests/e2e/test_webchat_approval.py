@@ -10,17 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_webchat_browser import ARGS, CHROMIUM, WAIT_MS
+from tests.e2e.browser import ARGS, CHROMIUM, WAIT_MS, require_browser
 from tests.fakes.llm import tool_then_text
 from tests.support.services import ServiceProcesses, with_fake_model
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="no /usr/bin/chromium (apt-get install chromium)"
-)
 
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    require_browser()  # before the services start: skipped here, or failed under CI=true
     env = {"SB_TOOL_APPROVALS": '["get_time"]'}
     with with_fake_model(tmp_path, nats_url, database_url, tool_then_text(), env) as procs:
         yield procs

@@ -15,32 +15,18 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.browser import ARGS, CHROMIUM, WAIT_MS, require_browser
 from tests.fakes.llm import FakeLLM, tool_then_text
 from tests.support.services import ServiceProcesses, with_fake_model
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-WAIT_MS = 60_000  # generous bound on the run (services, fake model, tool executor)
 QUESTION = "What time is it in UTC?"
 FOLLOW_UP = "And now?"
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="no /usr/bin/chromium (apt-get install chromium)"
-)
 
 
 @pytest.fixture
 def services(tmp_path: Path, nats_url: str, database_url: str) -> Iterator[ServiceProcesses]:
+    require_browser()  # before the services start: skipped here, or failed under CI=true
     with with_fake_model(tmp_path, nats_url, database_url, tool_then_text(), {}) as procs:
         llm: FakeLLM = procs.llm  # type: ignore[attr-defined]
         # Slow stream: the answer's pieces come 0.2 s apart, each its own delta event (the

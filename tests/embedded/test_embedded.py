@@ -399,7 +399,9 @@ async def test_launcher_runs_real_service_processes_wired_and_restarts_a_killed_
             for variable, readers in secrets.items():
                 assert (variable in env) == (service.name in readers), (name, variable)
             for port in service.ports:
-                assert env[port.host_setting] == "127.0.0.1"  # a laptop listens on loopback only
+                # A laptop listens on loopback only: asked here, checked on the bound sockets
+                # in test_loopback_sockets.py.
+                assert env[port.host_setting] == "127.0.0.1"
         assert envs["agent-0"]["SB_DATABASE_URL"] == launcher.database_url
         assert envs["agent-0"]["OPENAI_API_KEY"] == "sk-launcher-test"
         assert envs["gateway-0"]["SB_GATEWAY_TOKEN"] == token

@@ -3,31 +3,52 @@ its next model call; `interrupt` aborts the active run (and its tool call in fli
 on the new message. The agent runs with SB_QUEUE_MODE=collect, so each mode here is the
 session's override winning over the agent's default (which a control session shows in force).
 One system for the module: each test its own sessions, the fake model's calls reset before
-each."""
+each.
+
+Nothing here races the clock: the steered message is known to be on the lane while the run's
+tool call is known to be running (a sandboxed command that waits for a file the test creates)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
+import nats
 import psutil
 import pytest
 
+from switchboard.v1 import messages_pb2
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 from tests.lanes.pipeline import settle
 from tests.support.services import ServiceProcesses, fresh_model, with_fake_model
+from tests.support.streams import stored
+
+# The steer test's hold: its tool call creates STARTED, then waits (bounded) for GO.
+STARTED, GO = "steer-started.flag", "steer-go.flag"
+HOLD_ROUNDS = 1000  # of 0.05 s: the command gives up by itself after 50 s or more
+
+
+def hold_command() -> str:
+    """A sandboxed shell line that marks that it runs, then waits for the test's go-file."""
+    return (
+        f"touch {STARTED}; i=0; "
+        f"while [ ! -e {GO} ] && [ $i -lt {HOLD_ROUNDS} ]; do sleep 0.05; i=$((i+1)); done; "
+        f"if [ -e {GO} ]; then echo released; else echo never released; exit 1; fi"
+    )
 
 
 def script(req: FakeRequest) -> Reply:
-    """ "slow" starts a long tool call and "first" a one-second one; any other message gets a
-    quick tool call; after tool results, a text answer."""
+    """ "slow" starts a long tool call and "first" one that runs until the test lets it go; any
+    other message gets a quick tool call; after tool results, a text answer."""
     if req.last_tool_results:
         return Reply(text=f"done: {req.last_user_text}")
     if req.last_user_text == "slow":
         return Reply(tool_calls=[("exec", {"command": "sleep 30"})])
     if req.last_user_text == "first":
-        return Reply(tool_calls=[("exec", {"command": "sleep 1"})])
+        return Reply(tool_calls=[("exec", {"command": hold_command(), "timeout_s": 60})])
     return Reply(tool_calls=[("get_time", {"timezone": "UTC"})])
 
 
@@ -35,7 +56,11 @@ def script(req: FakeRequest) -> Reply:
 def system(
     tmp_path_factory: pytest.TempPathFactory, module_nats_url: str, module_database_url: str
 ) -> Iterator[ServiceProcesses]:
-    env = {"SB_EXEC_ALLOWLIST": '["sleep", "echo"]', "SB_QUEUE_MODE": "collect"}
+    env = {
+        "SB_EXEC_ALLOWLIST": '["sleep", "echo"]',
+        "SB_EXEC_MODE": "sandbox",  # the steer test's hold is a shell line
+        "SB_QUEUE_MODE": "collect",
+    }
     home = tmp_path_factory.mktemp("queue-modes")
     with with_fake_model(home, module_nats_url, module_database_url, script, env) as procs:
         yield procs
@@ -83,7 +108,31 @@ def sleeps(services: ServiceProcesses) -> list[psutil.Process]:
     return found
 
 
+def on_lane(services: ServiceProcesses, key: str, text: str) -> bool:
+    """Whether the LANES stream holds an item of session ``key`` with ``text``: the router
+    routed it, so the run's next look at its lane (a steer) finds it."""
+
+    async def read() -> bool:
+        nc = await nats.connect(services.nats_url)
+        try:
+            items = await stored(nc.jetstream(), "LANES", messages_pb2.LaneItem)
+        finally:
+            await nc.close()
+        return any(i.message.session_key == key and i.message.message.text == text for i in items)
+
+    return asyncio.run(read())
+
+
+def started_in(services: ServiceProcesses) -> Path | None:
+    """The workspace the held tool call runs in, once it created its start mark."""
+    found = next(Path(services.env["SB_WORKSPACES_DIR"]).rglob(STARTED), None)
+    return found.parent if found else None
+
+
 def test_steer_injects_into_the_active_run(services: ServiceProcesses) -> None:
+    """The second message is on the session's lane while the first run's tool call is known to
+    run (it waits for the test's go-file); only then does the tool call end. The run's next
+    model call must carry it: one run, no second one."""
     llm: FakeLLM = services.llm  # type: ignore[attr-defined]
     key = "main:modes:steer"
     with client(services) as c:
@@ -94,12 +143,19 @@ def test_steer_injects_into_the_active_run(services: ServiceProcesses) -> None:
             "model": "default",
         }
         c.post(f"/api/sessions/{key}/messages", json={"text": "first"})
-        assert wait_for(lambda: len(llm.calls) >= 1)  # the run is in its one-second tool call
+        assert wait_for(lambda: started_in(services)), "the held tool call never started"
+        workspace = started_in(services)
+        assert workspace is not None
         c.post(f"/api/sessions/{key}/messages", json={"text": "second"})
+        assert wait_for(lambda: on_lane(services, key, "second"), 45), "second is not on the lane"
+        assert len(llm.calls) == 1  # the run is still in its first tool call
+        (workspace / GO).touch()
         assert wait_for(lambda: last_text(history(c, key)) == "done: second"), history(c, key)
         messages = history(c, key)
     texts = [(m["role"], b.get("text")) for m in messages for b in m["content"]]
     assert ("user", "first") in texts and ("user", "second") in texts
+    held = next(b for m in messages for b in m["content"] if b["type"] == "tool_result")
+    assert not held["is_error"] and "released" in str(held["content"]), held
     # one run: the second message joined it before its second model call, no second run
     assert len({m["run_id"] for m in messages}) == 1, [
         (c.request.last_user_text, c.reply, c.status) for c in llm.calls

@@ -57,7 +57,8 @@ def setup_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpx2", "httpcore", "nats", "uvicorn.access"):
+    # websockets logs whole frames at DEBUG: the Discord gateway's IDENTIFY carries the bot token.
+    for noisy in ("httpx", "httpx2", "httpcore", "nats", "uvicorn.access", "websockets"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     # mcp: a line per MCP request ("Terminating session: None"); the gateway logs each request
     logging.getLogger("mcp.server.streamable_http").setLevel(max(logging.WARNING, root.level))
