@@ -39,7 +39,12 @@ KUSTOMIZATIONS = sorted(K8S.rglob("kustomization.yaml"))
 SECRET = "switchboard-secrets"  # the one Secret the base references; overlays provide it
 DEV_OVERLAY = K8S / "overlays" / "dev"
 PROD_OVERLAY = K8S / "overlays" / "prod"
-OVERLAYS = {"dev": DEV_OVERLAY / "kustomization.yaml", "prod": PROD_OVERLAY / "kustomization.yaml"}
+DEV_CLUSTER_OVERLAY = K8S / "overlays" / "dev-cluster"  # dev with NATS as a three-node cluster
+OVERLAYS = {
+    "dev": DEV_OVERLAY / "kustomization.yaml",
+    "dev-cluster": DEV_CLUSTER_OVERLAY / "kustomization.yaml",
+    "prod": PROD_OVERLAY / "kustomization.yaml",
+}
 WORKSPACES_CLAIM = "workspaces"  # the PersistentVolumeClaim mounted at WORKSPACES
 NATS_AUTH_FILE = ROOT / natsauth.DEPLOY_CONFIG
 NATS_AUTH_MOUNT = "/etc/nats/auth.conf"

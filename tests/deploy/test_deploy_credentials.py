@@ -87,17 +87,28 @@ def test_base_references_the_secret_it_does_not_define() -> None:
         assert names <= {SECRET}, f"{service.name}: secrets other than {SECRET}: {names}"
 
 
+def with_included_overlays(kustomization: Path) -> list[Path]:
+    """An overlay's kustomization and those of the overlays it builds on (overlays/dev-cluster
+    is overlays/dev plus a component: the Secret is dev's)."""
+    found = [kustomization]
+    for entry in load_doc(kustomization).get("resources", []):
+        included = (kustomization.parent / entry / "kustomization.yaml").resolve()
+        if included.parent.parent == kustomization.parent.parent and included.is_file():
+            found += with_included_overlays(included)
+    return found
+
+
 def test_built_secrets_are_generated_from_files(
     k8s_copy: Path, overlay: tuple[str, list[Doc]]
 ) -> None:
     """Every Secret of a built overlay is its secretGenerator's, holding its files' values."""
     name, built = overlay
-    kustomization = OVERLAYS[name]
     generators = {
         generator["name"]: [
             k8s_copy / kustomization.parent.relative_to(K8S) / source.split("=", 1)[-1]
             for source in generator.get("envs", [])
         ]
+        for kustomization in with_included_overlays(OVERLAYS[name])
         for generator in load_doc(kustomization).get("secretGenerator", [])
     }
     secrets = [doc for doc in built if doc["kind"] == "Secret"]

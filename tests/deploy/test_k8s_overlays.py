@@ -316,9 +316,9 @@ ACCEPTED = {
         "999, qdrant 1000), who own the images' files; non-root anyway, and production uses "
         "managed servers",
         {
-            ("dev", "StatefulSet.switchboard.nats"),
-            ("dev", "StatefulSet.switchboard.postgres"),
-            ("dev", "StatefulSet.switchboard.qdrant"),
+            (dev, f"StatefulSet.switchboard.{server}")
+            for dev in ("dev", "dev-cluster")
+            for server in ("nats", "postgres", "qdrant")
         },
     ),
 }

@@ -1,22 +1,19 @@
 """The NATS bus: connection, the JetStream streams and KV of DESIGN.md section 4, subjects,
-publishing with W3C trace context in headers, and a pull worker that only fetches when it has a
-free slot."""
+publishing with W3C trace context in headers; the consuming side (a pull worker that only
+fetches when it has a free slot, decoding) is in :mod:`switchboard.pull`, re-exported here."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import nats
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -28,18 +25,18 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
-from prometheus_client import Counter
 
-from .errors import InvalidPayload
+from .pull import UNDECODABLE as UNDECODABLE  # the consuming side lives in .pull; services
+from .pull import Handler as Handler  # use these names as bus.PullWorker, bus.decode...
+from .pull import PayloadHandler as PayloadHandler
+from .pull import PullWorker as PullWorker
+from .pull import decode as decode
+from .pull import decoding as decoding
 from .telemetry import inject_headers
 
 log = logging.getLogger(__name__)
-M = TypeVar("M", bound=Message)
-UNDECODABLE = Counter(
-    "sb_bus_undecodable_total", "Messages dropped because they did not decode", ["consumer"]
-)
 
 HOUR = 3600.0
 MSG_ID = "Nats-Msg-Id"
@@ -239,8 +236,19 @@ class Login:
     tls_ca: str | None = None
 
 
+def servers(url: str) -> list[str]:
+    """The server URLs of ``SB_NATS_URL``: one URL, or several comma-separated (every node of
+    a cluster: a client connects to any of them and reconnects to another when its node dies).
+    """
+    found = [part.strip() for part in url.split(",") if part.strip()]
+    if not found:
+        raise ValueError("SB_NATS_URL holds no server URL")
+    return found
+
+
 async def connect(url: str, name: str, login: Login | None = None) -> NATS:
-    """Connect with unlimited reconnects; connection state changes are logged."""
+    """Connect with unlimited reconnects, to any server of ``url`` (:func:`servers`);
+    connection state changes are logged."""
     creds = login or Login()
 
     async def on_error(exc: Exception) -> None:
@@ -260,7 +268,7 @@ async def connect(url: str, name: str, login: Login | None = None) -> NATS:
     if creds.tls_ca:
         options["tls"] = ssl.create_default_context(cafile=creds.tls_ca)
     return await nats.connect(
-        servers=[url],
+        servers=servers(url),
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
@@ -273,22 +281,78 @@ async def connect(url: str, name: str, login: Login | None = None) -> NATS:
     )
 
 
-async def ensure_streams(js: JetStreamContext, subjects: Subjects) -> None:
-    """Create or update the streams and KV buckets; safe to run from several services at once.
-    Needs the stream-owner's permissions (switchboard.natsauth); others :func:`wait_streams`."""
+class StreamSetupError(RuntimeError):
+    """The servers refused a stream or bucket as configured; the message says which and why."""
+
+
+async def ensure_streams(js: JetStreamContext, subjects: Subjects, replicas: int = 1) -> None:
+    """Create or update the streams and KV buckets, each at ``replicas`` replicas
+    (``SB_NATS_REPLICAS``); safe to run from several services at once. Needs the
+    stream-owner's permissions (switchboard.natsauth); others :func:`wait_streams`.
+
+    A stream or bucket created earlier with another replica count is moved to ``replicas`` in
+    place (a stream update): JetStream copies a scaled-up stream to its new peers, which catch
+    up from the leader, and drops peers on a scale-down, keeping the messages and the durable
+    consumers (theirs follow the stream's count). That is why it is done rather than refused:
+    turning on a cluster, or growing it, needs no other step. A count the servers cannot host
+    (above 1 on a server that is not clustered, more than the cluster has nodes) raises
+    :class:`StreamSetupError` naming the stream, the count and the server's reason.
+    """
     for config in stream_configs(subjects):
+        config.num_replicas = replicas
         try:
             await js.add_stream(config)
-        except BadRequestError:
-            await js.update_stream(config)
+        except BadRequestError as exc:
+            if exc.err_code != STREAM_NAME_IN_USE:
+                raise _refused(config.name, replicas, exc) from exc
+            await _update_stream(js, config, replicas)
+        except APIError as exc:  # e.g. replicas above 1 on a server that is not clustered
+            raise _refused(config.name, replicas, exc) from exc
     for bucket, ttl in subjects.buckets().items():
+        name = f"KV_{bucket}"
         try:
-            await js.key_value(bucket)
+            info = await js.stream_info(name)
         except NotFoundError:
-            with contextlib.suppress(BadRequestError):
-                await js.create_key_value(
-                    KeyValueConfig(bucket=bucket, ttl=ttl or None, storage=StorageType.FILE)
-                )
+            kv = KeyValueConfig(
+                bucket=bucket, ttl=ttl or None, storage=StorageType.FILE, replicas=replicas
+            )
+            try:
+                await js.create_key_value(kv)
+                continue
+            except BadRequestError as exc:  # another service created it meanwhile?
+                if exc.err_code != STREAM_NAME_IN_USE:
+                    raise _refused(name, replicas, exc) from exc
+            except APIError as exc:
+                raise _refused(name, replicas, exc) from exc
+            info = await js.stream_info(name)
+        if (info.config.num_replicas or 1) != replicas:
+            await _update_stream(js, info.config, replicas)
+
+
+STREAM_NAME_IN_USE = 10058  # JetStream: "stream name already in use with a different config"
+
+
+def _refused(name: str | None, replicas: int, exc: APIError) -> StreamSetupError:
+    return StreamSetupError(
+        f"NATS refused stream {name} at {replicas} replica(s) (SB_NATS_REPLICAS): "
+        f"{exc.description or exc}; a single server holds 1 replica, a cluster at most as "
+        "many as it has nodes"
+    )
+
+
+async def _update_stream(js: JetStreamContext, config: StreamConfig, replicas: int) -> None:
+    """Update a stream to ``config`` at ``replicas``; a change of replicas is logged."""
+    assert config.name is not None
+    before = (await js.stream_info(config.name)).config.num_replicas or 1
+    config.num_replicas = replicas
+    try:
+        await js.update_stream(config)
+    except APIError as exc:
+        raise _refused(config.name, replicas, exc) from exc
+    if before != replicas:
+        log.warning(
+            "stream %s: replicas %s -> %s (SB_NATS_REPLICAS)", config.name, before, replicas
+        )
 
 
 async def missing_streams(js: JetStreamContext, subjects: Subjects) -> list[str]:
@@ -359,117 +423,3 @@ async def durable_pull(
         filter_subject=filter_subject,
     )
     return await js.pull_subscribe(filter_subject, durable=durable, stream=stream, config=config)
-
-
-def decode(message_type: type[M], data: bytes | None) -> M:
-    """Parse a protobuf payload; :class:`InvalidPayload` when it is not one (only decode
-    errors are caught: anything else is a bug and propagates)."""
-    message = message_type()
-    try:
-        message.ParseFromString(data or b"")
-    except DecodeError as exc:
-        raise InvalidPayload(f"not a {message_type.DESCRIPTOR.full_name}: {exc}") from exc
-    return message
-
-
-Handler = Callable[[Msg], Awaitable[None]]
-PayloadHandler = Callable[[Msg, M], Awaitable[None]]
-
-
-def decoding(message_type: type[M], handler: PayloadHandler[M], consumer: str) -> Handler:
-    """A message handler (for a pull consumer or a core subscription) that receives the decoded
-    payload. An undecodable message is logged, counted and dropped: a stream's is terminated
-    (it would fail the same way on every redelivery)."""
-
-    async def handle(msg: Msg) -> None:
-        try:
-            payload = decode(message_type, msg.data)
-        except InvalidPayload as exc:
-            log.warning("%s: dropping a message on %s: %s", consumer, msg.subject, exc)
-            UNDECODABLE.labels(consumer).inc()
-            if msg.reply.startswith("$JS.ACK."):
-                await msg.term()
-            return
-        await handler(msg, payload)
-
-    return handle
-
-
-class PullWorker:
-    """Fetches from a pull consumer only while it has a free slot, handling messages
-    concurrently up to ``concurrency``. The handler acks; an exception NAKs with a delay."""
-
-    def __init__(
-        self, sub: JetStreamContext.PullSubscription, handler: Handler, concurrency: int, name: str
-    ) -> None:
-        self.sub = sub
-        self.handler = handler
-        self.slots = asyncio.Semaphore(concurrency)
-        self.name = name
-        self.tasks: set[asyncio.Task[None]] = set()
-        self._owed = 0  # lent slots not taken back (cancelled meanwhile): not released again
-
-    @property
-    def saturated(self) -> bool:
-        """Every slot is taken: further deliveries wait in the consumer for one to free up.
-
-        One message per fetch: nats-py's fetch(n > 1) turns into a lingering pull for n
-        messages when none is ready, and then holds the first one until all n came or the
-        request expired (seconds of latency at low load)."""
-        return self.slots.locked()
-
-    @contextlib.asynccontextmanager
-    async def lend_slot(self) -> AsyncIterator[None]:
-        """For a handler that waits on something outside the system (a person's approval):
-        its slot serves other deliveries meanwhile, and it takes a slot back before going on
-        (waiting for one if all are busy)."""
-        self.slots.release()
-        try:
-            yield
-        finally:
-            try:
-                await self.slots.acquire()
-            except asyncio.CancelledError:
-                self._owed += 1
-                raise
-
-    async def run(self) -> None:
-        while True:
-            await self.slots.acquire()
-            try:
-                msgs = await self.sub.fetch(1, timeout=5.0)
-            except (TimeoutError, nats.errors.TimeoutError):
-                self.slots.release()
-                continue
-            except (nats.errors.ConnectionClosedError, asyncio.CancelledError):
-                self.slots.release()
-                raise
-            except Exception as exc:  # connection trouble: back off and retry
-                self.slots.release()
-                log.warning("%s: fetch failed (%s); retrying", self.name, type(exc).__name__)
-                await asyncio.sleep(0.5)
-                continue
-            for i, msg in enumerate(msgs):
-                if i:  # fetch(1) returns one message; keep the slot accounting right anyway
-                    await self.slots.acquire()
-                task = asyncio.create_task(self._handle(msg))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-
-    async def _handle(self, msg: Msg) -> None:
-        try:
-            await self.handler(msg)
-        except Exception:
-            log.exception("%s: handler failed on %s; will be redelivered", self.name, msg.subject)
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=1.0)
-        finally:
-            if self._owed:
-                self._owed -= 1
-            else:
-                self.slots.release()
-
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for in-flight handlers (used at shutdown)."""
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=timeout)

@@ -12,16 +12,14 @@ import contextlib
 import json
 import logging
 import os
-import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -30,13 +28,16 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psutil
 
 from . import natsauth
+from .ports import LOWEST_PICKED_PORT, ephemeral_ports, free_port, port_is_free
 
 __all__ = [
+    "LOWEST_PICKED_PORT",
     "NatsServer",
     "Postgres",
     "ServerError",
     "create_database",
     "drop_database",
+    "ephemeral_ports",
     "free_port",
     "nats_server_binary",
     "port_is_free",
@@ -46,75 +47,6 @@ __all__ = [
 
 class ServerError(RuntimeError):
     """A server did not start or stop; the message says why and where its log is."""
-
-
-LOWEST_PICKED_PORT = 10000
-EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def ephemeral_ports() -> tuple[int, int]:
-    """The range the kernel takes outgoing connections' source ports from."""
-    try:
-        low, high = (int(n) for n in EPHEMERAL_RANGE.read_text().split())
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
-    return low, high
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago, below the ephemeral range: a port the OS picks
-    (bind to 0) comes from the range every outgoing connection takes its source port from, so
-    another process's connection could hold it by the time a service binds it (a service then
-    failed to start, now and then, under load). Each process walks the range one port after the
-    other from a random start (:class:`_PortWalk`): it never hands out a port twice while the
-    first taker may not have bound it yet, and processes picking at once start far apart."""
-    low, _ = ephemeral_ports()
-    if low > LOWEST_PICKED_PORT + 1000:
-        port = _PORT_WALK.take(LOWEST_PICKED_PORT, low, lambda p: port_is_free(p, host))
-        if port is not None:
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-class _PortWalk:
-    """Where this process's next port pick starts; a forked child starts afresh."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid = 0
-        self._next = 0
-
-    def take(
-        self, low: int, high: int, free: Callable[[int], bool], tries: int = 200
-    ) -> int | None:
-        """The next port of ``[low, high)`` that is ``free``, walking on from the last one
-        taken (none is handed out again before the walk has gone round the whole range)."""
-        span = high - low
-        with self._lock:
-            if self._pid != os.getpid():
-                self._pid, self._next = os.getpid(), random.SystemRandom().randrange(span)
-            for _ in range(tries):
-                port = low + self._next % span
-                self._next = (self._next + 1) % span
-                if free(port):
-                    return port
-        return None
-
-
-_PORT_WALK = _PortWalk()
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True unless some program listens on ``host:port`` (TIME_WAIT leftovers do not count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _log_tail(path: Path, lines: int = 20) -> str:
@@ -181,8 +113,11 @@ class NatsServer:
         extra_args: Sequence[str] = (),
         start_timeout: float = 10.0,
         credentials: natsauth.Credentials | None = None,
+        config: str = "",
     ) -> None:
         self.store_dir = Path(store_dir)
+        # More nats-server configuration (a cluster block: switchboard.natscluster).
+        self.config = config
         # With credentials: one user per service with its permissions (switchboard.natsauth).
         self.credentials = credentials
         self.host = host
@@ -252,10 +187,14 @@ class NatsServer:
         argv = [str(self._binary or nats_server_binary()), "-js", "-sd", str(self.store_dir)]
         argv += ["-a", self.host, "-p", str(self.port), *self._extra_args]
         env = None
-        if self.credentials is not None:
+        if self.credentials is not None or self.config:
+            text = natsauth.server_config() if self.credentials is not None else ""
             config = self.store_dir / "auth.conf"
-            config.write_text(natsauth.server_config())
+            config.unlink(missing_ok=True)  # mode 0600 from the start: self.config may hold secrets
+            with os.fdopen(os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(text + self.config)
             argv += ["-c", str(config)]
+        if self.credentials is not None:
             env = {"PATH": os.environ.get("PATH", ""), **self.credentials.server_env()}
         self._log = self.log_file.open("ab")
         self._proc = subprocess.Popen(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import registry
-from .bus import Subjects, inbox_prefix
+from .bus import Subjects, inbox_prefix, servers
 
 ADMIN = "admin"
 # Who creates and updates the streams and KV buckets; the others wait for them to exist.
@@ -177,10 +177,16 @@ def server_config(s: Subjects | None = None) -> str:
 
 
 def url_as(url: str, user: str, password: str) -> str:
-    """``url`` (``nats://host:port``) with ``user`` and ``password`` in it."""
-    parts = urlsplit(url)
+    """``url`` (``nats://host:port``, or several comma-separated: a cluster's nodes) with
+    ``user`` and ``password`` in each URL."""
     login = f"{quote(user, safe='')}:{quote(password, safe='')}"
-    return urlunsplit(parts._replace(netloc=f"{login}@{parts.hostname}:{parts.port}"))
+    with_login = []
+    for one in servers(url):
+        parts = urlsplit(one)
+        with_login.append(
+            urlunsplit(parts._replace(netloc=f"{login}@{parts.hostname}:{parts.port}"))
+        )
+    return ",".join(with_login)
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ class ServiceRuntime:
         self.stack.push_async_callback(self._close_nats)
         self._js = self._nc.jetstream()
         if settings.nats_user in ("", natsauth.ADMIN, natsauth.STREAM_OWNER):
-            await bus.ensure_streams(self._js, self.subjects)
+            await bus.ensure_streams(self._js, self.subjects, settings.nats_replicas)
         else:  # only the stream owner may create them
             await self.unless_stopped(
                 bus.wait_streams(self._js, self.subjects), "waiting for the NATS streams"

@@ -145,11 +145,15 @@ class CommonSettings(Settings):
     """What every service needs: the bus, identity, logging, telemetry and its ops port."""
 
     home: Path = Field(default_factory=default_home)
+    # One URL, or every node of a cluster comma-separated (bus.servers).
     nats_url: str = "nats://127.0.0.1:4222"
     # The service's own NATS user (switchboard.natsauth); empty: anonymous, for a server
     # without authorization (tests of the library only).
     nats_user: str = ""
     nats_password: SecretStr = SecretStr("")
+    # Replicas of every stream and KV bucket the stream owner creates (bus.ensure_streams): 1
+    # on one server; 3 on a cluster of three or more nodes (switchboard up --nats-cluster sets it).
+    nats_replicas: int = Field(default=1, ge=1, le=5)
     # TLS to NATS: a CA bundle to verify the server with (a tls:// URL alone uses the system's).
     nats_tls_ca: Path | None = None
     subject_prefix: str = "sb"

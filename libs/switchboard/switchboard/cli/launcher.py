@@ -6,6 +6,12 @@ themselves; its URI is known before PostgreSQL is up), keeps them running, waits
 gateway's /readyz and on Ctrl-C/SIGTERM stops everything: services first, then NATS and
 PostgreSQL. The services run inside this process (one runtime each), or with ``processes`` one
 process per service instance, as in Compose and Kubernetes.
+
+NATS is one nats-server (``run/nats.pid``), or with ``nats_cluster`` N (``--nats-cluster``,
+``SB_NATS_CLUSTER``) a cluster of N nodes on loopback (:mod:`switchboard.natscluster`,
+``run/nats-1.pid`` ..): the services get every node's URL and their streams at
+``SB_NATS_REPLICAS`` = min(N, 3) replicas unless it is set, and a node that dies is started
+again on its ports with its store (the others carry the streams meanwhile).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from switchboard.cli.settings import DEFAULT_HTTP_PORT, LauncherSettings
 from switchboard.cli.supervisor import Instance, ServiceSpec, Supervisor, plan_instances
 from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
 from switchboard.host import Backoff, dump_tasks, settings_class
+from switchboard.natscluster import NatsCluster
 from switchboard.settings import scoped_environ
 
 SERVICES_LOG = "services.log"  # the log of the services hosted in the launcher's process
@@ -68,6 +75,7 @@ class Launcher:
         http_port: int = DEFAULT_HTTP_PORT,
         environ: Mapping[str, str] | None = None,
         processes: bool = False,
+        nats_cluster: int | None = None,
         backoff: Backoff | None = None,
         stop_timeout: float = 5.0,
         ready_timeout: float = 60.0,
@@ -80,18 +88,20 @@ class Launcher:
         self.environ = dict(os.environ if environ is None else environ)
         self.settings = LauncherSettings.from_environ(self.environ)
         self.processes = processes or any(s.scale != 1 for s in self.services)
+        self.nats_nodes = nats_cluster or self.settings.nats_cluster
         self.backoff = backoff or Backoff()
         self.stop_timeout = stop_timeout
         self.ready_timeout = ready_timeout
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.nats: NatsServer | None = None
+        self.nats: NatsServer | None = None  # one server (the default)
+        self.nats_cluster: NatsCluster | None = None  # or a cluster's nodes
         self.postgres: Postgres | None = None
         self.supervisor: Supervisor | InProcess | None = None
         self.database_url = ""
         self.ready = asyncio.Event()  # set once /readyz answered 200
         self._claimed = False  # run/launcher.pid is ours
-        self._nats_start: asyncio.Future[NatsServer] | None = None
+        self._nats_start: asyncio.Future[object] | None = None
         self._pg_start: asyncio.Future[str] | None = None
         self._services_log: IO[str] | None = None
 
@@ -143,13 +153,8 @@ class Launcher:
         token = gateway_token(home, self.settings.gateway_token)
         self._announce(token)
 
-        self.nats = NatsServer(
-            home.nats_dir,
-            self.settings.nats_port,
-            log_file=home.logs_dir / "nats.log",
-            credentials=nats_credentials(home),
-        )
-        self._nats_start = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
+        nats = self._nats_server()
+        self._nats_start = asyncio.ensure_future(asyncio.to_thread(nats.start))
         if self.settings.database_url is not None:
             self.database_url = self.settings.database_url.get_secret_value()
         else:
@@ -157,8 +162,7 @@ class Launcher:
             self.database_url = await asyncio.to_thread(self.postgres.expected_uri)
             self._pg_start = asyncio.ensure_future(asyncio.to_thread(self.postgres.start))
         await self._nats_start
-        assert self.nats.pid is not None
-        write_pid(home.pid_file("nats"), self.nats.pid)
+        self._write_nats_pids()
 
         instances = self._plan(token.value, service_token(home, self.settings.service_token))
         if self.processes:
@@ -175,6 +179,60 @@ class Launcher:
         await self.supervisor.start()
         return await self._until_stopped(stop, started, token.source)
 
+    def _nats_server(self) -> NatsServer | NatsCluster:
+        """One nats-server (the default), or a cluster of ``nats_nodes`` nodes: node i's
+        client port is SB_NATS_PORT + i when that is set."""
+        port, credentials = self.settings.nats_port, nats_credentials(self.home)
+        if self.nats_nodes == 1:
+            log = self.home.logs_dir / "nats.log"
+            self.nats = NatsServer(self.home.nats_dir, port, log_file=log, credentials=credentials)
+            return self.nats
+        ports = [port + i for i in range(self.nats_nodes)] if port else None
+        if ports and ports[-1] > 65535:
+            raise LaunchError(f"SB_NATS_PORT={port}: no room for {self.nats_nodes} NATS ports")
+        self.nats_cluster = NatsCluster(
+            self.home.nats_dir,
+            self.nats_nodes,
+            credentials=credentials,
+            log_dir=self.home.logs_dir,
+            ports=ports,
+        )
+        return self.nats_cluster
+
+    def _nats_pid_names(self) -> list[str]:
+        """run/nats.pid for one server; run/nats-1.pid .. for a cluster's nodes."""
+        if self.nats_nodes == 1:
+            return ["nats"]
+        return [f"nats-{i + 1}" for i in range(self.nats_nodes)]
+
+    def _write_nats_pids(self) -> None:
+        nodes = self.nats_cluster.nodes if self.nats_cluster is not None else [self.nats]
+        for name, node in zip(self._nats_pid_names(), nodes, strict=True):
+            if node is not None and node.pid is not None:
+                write_pid(self.home.pid_file(name), node.pid)
+
+    async def _watch_nats(self) -> None:
+        """Start a cluster's node again when it died (SIGKILL, crash); the others carry the
+        streams meanwhile and it catches up once back. One server is not watched: without it
+        nothing works, and the services' health says so."""
+        cluster = self.nats_cluster
+        if cluster is None:
+            return
+        while True:
+            await asyncio.sleep(0.5)
+            for i, node in enumerate(cluster.nodes):
+                if node.running:
+                    continue
+                name = cluster.server_name(i)
+                self.say(f"NATS node {name} exited; starting it again")
+                try:
+                    await asyncio.to_thread(cluster.restart_node, i)
+                except ServerError as exc:
+                    self.say(f"NATS node {name} did not come back ({exc}); retrying")
+                    await asyncio.sleep(self.backoff.initial)
+                    continue
+                self._write_nats_pids()
+
     def _announce(self, token: Token) -> None:
         """Where the gateway token is, on every start (its value only when it is new)."""
         if token.generated:
@@ -186,7 +244,8 @@ class Launcher:
         print(message, file=self.out, flush=True)
 
     def _plan(self, token: str, internal_token: str) -> list[Instance]:
-        assert self.nats is not None
+        nats = self.nats_cluster or self.nats
+        assert nats is not None
         common = {
             **self.environ,
             "SB_DATABASE_URL": self.database_url,
@@ -197,6 +256,8 @@ class Launcher:
             "SB_WORKSPACES_DIR": str(self.home.workspaces_dir),
         }
         common.setdefault("PYTHONUNBUFFERED", "1")  # service logs appear as they are written
+        if self.nats_nodes > 1:  # as a production cluster would, unless told otherwise
+            common.setdefault("SB_NATS_REPLICAS", str(min(self.nats_nodes, 3)))
         # On a laptop nothing listens beyond loopback unless the user asks for it.
         for service in registry.SERVICES:
             for port in service.ports:
@@ -206,17 +267,24 @@ class Launcher:
             common,
             self.home,
             self.backoff,
-            reserved_ports={self.http_port, self.nats.port},
+            reserved_ports={self.http_port, *self._nats_ports()},
         )
         for inst in instances:  # each sees only its own secrets, and is its own NATS user
             inst.env = scoped_environ(settings_class(inst.service), inst.env)
-            inst.env.update(self.nats.service_env(inst.service.name))
+            inst.env.update(nats.service_env(inst.service.name))
         return instances
+
+    def _nats_ports(self) -> list[int]:
+        """Every port NATS listens on (clients', and a cluster's routes)."""
+        if self.nats_cluster is not None:
+            return [*self.nats_cluster.ports, *self.nats_cluster.cluster_ports]
+        return [self.nats.port] if self.nats is not None else []
 
     async def _until_stopped(self, stop: asyncio.Event, started: float, token_source: str) -> int:
         stopped = asyncio.create_task(stop.wait())
         ready = asyncio.create_task(self._wait_ready())
-        waiting: set[asyncio.Future[Any]] = {stopped, ready}
+        watch = asyncio.create_task(self._watch_nats())
+        waiting: set[asyncio.Future[Any]] = {stopped, ready, watch}
         if self._pg_start is not None:
             waiting.add(self._pg_start)
         try:
@@ -243,9 +311,13 @@ class Launcher:
                         file=self.out,
                         flush=True,
                     )
+                if watch in done:
+                    waiting.discard(watch)
+                    watch.result()  # nothing to watch; an error propagates
         finally:
             stopped.cancel()
             ready.cancel()
+            watch.cancel()
 
     def _postgres_started(self) -> None:
         """PostgreSQL is up (or failed: ServerError propagates and stops the launch)."""
@@ -290,14 +362,17 @@ class Launcher:
             if starting is not None:  # a start in progress must finish before it can be undone
                 with contextlib.suppress(Exception):
                     await starting
-        steps = [s.stop for s in (self.nats, self.postgres) if s is not None]
+        servers = (self.nats, self.nats_cluster, self.postgres)
+        steps = [s.stop for s in servers if s is not None]
         results = await asyncio.gather(
             *(asyncio.to_thread(s) for s in steps), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException):
                 self.say(f"error while stopping servers: {result!r}")
-        owned = {"nats": self.nats, "postgres": self.postgres, "launcher": self._claimed}
+        nats = self.nats_cluster or self.nats
+        owned = {"postgres": self.postgres is not None, "launcher": self._claimed}
+        owned.update((name, nats is not None) for name in self._nats_pid_names())
         for name, ours in owned.items():
             if ours:  # never remove the files of another launcher that refused us
                 remove_pid(self.home.pid_file(name))

@@ -24,6 +24,8 @@ class LauncherSettings(Settings):
     home: Path = Field(default_factory=default_home)  # SB_HOME
     http_port: int = DEFAULT_HTTP_PORT  # SB_HTTP_PORT
     nats_port: int | None = None  # SB_NATS_PORT: default, a free port
+    # SB_NATS_CLUSTER: NATS nodes (as `up --nats-cluster N`); 1, the default, is one server.
+    nats_cluster: int = Field(default=1, ge=1, le=5)
     database_url: SecretStr | None = None  # SB_DATABASE_URL: use it instead of pgserver
     gateway_token: SecretStr | None = None  # SB_GATEWAY_TOKEN: else the stored/new one
     service_token: SecretStr | None = None  # SB_SERVICE_TOKEN: else the stored/new one

@@ -23,6 +23,8 @@ from switchboard.settings import describe
 
 __all__ = ["parse_scale", "register", "run", "runnable"]
 
+MAX_NATS_NODES = 5  # as SB_NATS_CLUSTER's bound
+
 
 def parse_scale(items: Sequence[str], services: Sequence[registry.Service]) -> dict[str, int]:
     """``["agent=2", "tools=0"]`` -> ``{"agent": 2, "tools": 0}``; ValueError with a message."""
@@ -72,6 +74,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="one process per service, as in Compose and Kubernetes "
         "(default: every service in this process; also $SB_PROCESSES=1)",
     )
+    parser.add_argument(
+        "--nats-cluster",
+        type=int,
+        metavar="N",
+        help="run NATS as a cluster of N nodes on loopback, the streams at min(N, 3) replicas "
+        "(default: one server; also $SB_NATS_CLUSTER)",
+    )
     parser.add_argument("--home", help="data dir (default: $SB_HOME or ~/.switchboard)")
     parser.set_defaults(func=run)
 
@@ -84,6 +93,13 @@ def run(args: argparse.Namespace) -> int:
             http_port = settings.http_port
         else:
             http_port = check_port("--http-port", args.http_port)
+        nats_nodes = settings.nats_cluster
+        if args.nats_cluster is not None:
+            if not 1 <= args.nats_cluster <= MAX_NATS_NODES:
+                raise ValueError(
+                    f"--nats-cluster {args.nats_cluster}: choose 1 to {MAX_NATS_NODES}"
+                )
+            nats_nodes = args.nats_cluster
     except ValidationError as exc:
         print(f"switchboard up: {describe(exc)}", file=sys.stderr)
         return 2
@@ -105,4 +121,5 @@ def run(args: argparse.Namespace) -> int:
         services=default_services(scale),
         http_port=http_port,
         processes=args.processes or settings.processes,
+        nats_cluster=nats_nodes,
     ).run()
