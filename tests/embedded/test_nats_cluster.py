@@ -249,24 +249,15 @@ def test_switchboard_up_with_a_nats_cluster_answers_through_a_killed_node(
             url = ",".join(f"nats://127.0.0.1:{node_ports(p)}" for p in pids.values())
             headers = {"Authorization": f"Bearer {stack.token}"}
 
-            refused: list[str] = []
-
             def chat(text: str) -> str:
-                """Answered (200), retrying the gateway's documented "503 bus_unavailable:
-                nothing was accepted, retry shortly" (a publish while INBOUND elects a new
-                leader), as a client should; any other status fails."""
+                """Answered (200) at the first try: while INBOUND elects a new leader the
+                gateway offers the message again (SB_PUBLISH_RETRY_S) instead of answering
+                503 bus_unavailable."""
                 body = {"model": "switchboard", "messages": [{"role": "user", "content": text}]}
                 body["user"] = "cluster-chat"
-                deadline = time.monotonic() + 60
-                while True:
-                    r = httpx.post(
-                        f"{stack.url}/v1/chat/completions", json=body, headers=headers, timeout=120
-                    )
-                    if r.status_code != 503 or time.monotonic() > deadline:
-                        break
-                    assert r.json()["error"]["code"] == "bus_unavailable", r.text
-                    refused.append(text)
-                    time.sleep(0.5)
+                r = httpx.post(
+                    f"{stack.url}/v1/chat/completions", json=body, headers=headers, timeout=120
+                )
                 assert r.status_code == 200, r.text
                 return str(r.json()["choices"][0]["message"]["content"])
 
@@ -283,8 +274,6 @@ def test_switchboard_up_with_a_nats_cluster_answers_through_a_killed_node(
             assert f"NATS node {leader} exited; starting it again" in stack.log()
             assert _runs(stack.pids()[victim])
             assert chat("third, the node back").startswith("Tool said: ")
-            assert "first" not in refused and "third, the node back" not in refused
-            print(f"503 bus_unavailable answers while a node was down: {len(refused)}")
             all_pids = [*stack.pids().values()]
         finally:
             left = stop_stack(stack)

@@ -157,7 +157,7 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.settings = settings
-    app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects)
+    app.state.conversations = Conversations(rt.nc, rt.js, rt.subjects, settings.publish_retry_s)
     app.state.sessions = sessions_pb2_grpc.SessionsStub(agent)
     app.state.approvals = approvals_pb2_grpc.ApprovalsStub(agent)
     app.state.tool_access = approvals_pb2_grpc.ToolAccessStub(agent)

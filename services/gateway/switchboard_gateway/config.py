@@ -33,6 +33,9 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     media_addr: str = "127.0.0.1:50055"
     default_agent: AgentId = "main"
     reply_timeout_s: float = Field(default=300.0, gt=0)
+    # Seconds a message is offered to NATS again (same id: stored once) while a stream has no
+    # leader, e.g. a node of a NATS cluster died; then 503 bus_unavailable.
+    publish_retry_s: float = Field(default=10.0, ge=0, le=120)
     # Text characters one request may bring in (a chat's messages together; the bus carries it
     # in one message).
     max_body_chars: int = Field(default=200_000, ge=1)

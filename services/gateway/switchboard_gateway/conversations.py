@@ -12,6 +12,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from switchboard import bus
 from switchboard.sessions import inbound_msg_id, session_token
@@ -56,11 +57,29 @@ class BusUnavailable(Exception):
     """NATS did not take the message (it is down or restarting); nothing was accepted."""
 
 
+# A publish that may succeed if tried again: no stream leader yet (a NATS node died and the
+# stream is electing one: "no responders", which nats.py raises as NoStreamResponseError, or
+# JetStream's 503), or no answer in time.
+_TRANSIENT = (
+    nats.errors.NoRespondersError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+    TimeoutError,
+)
+
+
 class Conversations:
-    def __init__(self, nc: NATS, js: JetStreamContext, subjects: bus.Subjects) -> None:
+    def __init__(
+        self,
+        nc: NATS,
+        js: JetStreamContext,
+        subjects: bus.Subjects,
+        publish_retry_s: float = 10.0,
+    ) -> None:
         self.nc = nc
         self.js = js
         self.subjects = subjects
+        self.publish_retry_s = publish_retry_s
 
     async def post(self, out: Outgoing) -> bool:
         """Publish ``out``; False when INBOUND had its message id already (a retry)."""
@@ -68,16 +87,31 @@ class Conversations:
 
     async def publish(self, message: messages_pb2.InboundMessage) -> bool:
         """Publish durably; the INBOUND stream drops a retransmit with the same id (then this
-        returns False: the message was there already)."""
+        returns False: the message was there already).
+
+        A transient failure is tried again with the same message id for ``publish_retry_s``
+        (a stream electing a new leader after a NATS node died takes a few seconds), so a
+        caller sees a node's death as a slower answer, not a 503. The id keeps it once: if an
+        attempt that timed out had in fact been stored, the next one is acked as a duplicate,
+        which is this call's own message, not a client's retry."""
         msg_id = inbound_msg_id(message.channel, message.account, message.message_id)
-        try:
-            ack = await bus.js_publish_ack(
-                self.js, self.subjects.inbound(message.channel), message, msg_id=msg_id
-            )
-        except (nats.errors.Error, TimeoutError) as exc:
-            raise BusUnavailable from exc
+        subject = self.subjects.inbound(message.channel)
+        deadline = time.monotonic() + self.publish_retry_s
+        delay, maybe_stored = 0.25, False
+        while True:
+            try:
+                ack = await bus.js_publish_ack(self.js, subject, message, msg_id=msg_id)
+                break
+            except _TRANSIENT as exc:
+                maybe_stored = maybe_stored or isinstance(exc, TimeoutError)
+                if time.monotonic() + delay > deadline:
+                    raise BusUnavailable from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except nats.errors.Error as exc:
+                raise BusUnavailable from exc
         INBOUND.labels(message.channel).inc()
-        return not ack.duplicate
+        return not ack.duplicate or maybe_stored
 
     async def converse(
         self, out: Outgoing, timeout_s: float
