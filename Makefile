@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto nats-auth bench clean compose-smoke
+.PHONY: install run test lint proto nats-auth bench soak clean compose-smoke
 
 install: $(STAMP)
 
@@ -61,6 +61,13 @@ nats-auth: install
 
 bench: install
 	$(BIN)/python -m tests.bench
+
+# Opt-in, not part of `make test`: the fault campaign (docs/soak.md). SOAK_MINUTES of mixed
+# traffic under random faults, then a check that nothing was lost or duplicated;
+# SOAK_SEED=N repeats a schedule. Report: bench-results/soak.json.
+SOAK_MINUTES ?= 10
+soak: install
+	SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/python -m tests.soak
 
 # Opt-in, not part of `make test` (root, minutes, a few GB of images): docker-compose.yml in
 # real containers under podman, one message through it, then torn down (README "Compose").

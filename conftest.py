@@ -17,6 +17,7 @@ LONG_FILES = (
     "tests/deploy",
     "services/tools/tests",
     "services/gateway/tests",
+    "tests/soak",
 )
 ROOT = Path(__file__).parent
 

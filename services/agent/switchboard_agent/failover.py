@@ -247,14 +247,16 @@ class RoutedModel:
         for _ in range(tuning.max_attempts):
             waited = 0.0
             pick = router.pick(self.refs, self.failed, self.tried)
-            if pick is None:
-                waited = router.next_free_s(self.refs)
-                if waited > tuning.max_wait_s:
-                    raise _exhausted(failed[2] if failed else None, waited)
-                await router.sleep(waited)
+            while pick is None:
+                # Wait until a model is free, up to max_wait_s in all: another run's failure
+                # may extend the rest while this one sleeps (it gave up then, though the model
+                # was free again a moment later: the fault campaign caught it).
+                left = max(router.next_free_s(self.refs), 0.001)
+                if waited + left > tuning.max_wait_s:
+                    raise _exhausted(failed[2] if failed else None, left)
+                await router.sleep(left)
+                waited += left
                 pick = router.pick(self.refs, self.failed, self.tried)
-                if pick is None:
-                    raise _exhausted(failed[2] if failed else None, router.next_free_s(self.refs))
             ref, profile = pick
             if failed is not None:
                 await self._moved(failed, ref, profile, waited)

@@ -18,14 +18,18 @@ from typing import TypeVar
 
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import ServiceUnavailableError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_FOR_S = 20.0  # the INBOUND consumer's ack wait is 30 s
+# js.publish raises a "no responders" answer (a clustered stream electing its leader after a
+# node died) as NoStreamResponseError, not NoRespondersError: without it here the append failed
+# at once, and the session's next message overtook it (the fault campaign caught this).
 TRANSIENT = (
     NatsTimeout,
     NoRespondersError,
+    NoStreamResponseError,
     ConnectionClosedError,
     ServiceUnavailableError,
     TimeoutError,
