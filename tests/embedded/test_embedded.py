@@ -186,6 +186,35 @@ def test_postgres_stops_even_when_another_handle_is_registered(short_tmp: Path) 
     assert gone(pids) == []
 
 
+async def test_postgres_slower_than_pgservers_own_timeout_is_adopted(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgserver waits 10 s for `pg_ctl start`, fixed; on a loaded machine the server is ready
+    a moment later (a CI run failed: "pg_ctl ... timed out after 10 seconds" with "ready to
+    accept connections" the next line of its log). Here pg_ctl launches the server and gives up
+    at once: the server is waited for, adopted and answers, and stop() leaves nothing."""
+    import pgserver.postgres_server as pgs
+
+    real = pgs.pg_ctl
+
+    def hurried(args: list[str], **kwargs: Any) -> Any:
+        if "start" not in args:
+            return real(args, **kwargs)
+        real(["-W" if a == "-w" else a for a in args], **kwargs)  # launched, not waited for
+        raise subprocess.TimeoutExpired(["pg_ctl", *args], 10)
+
+    monkeypatch.setattr(pgs, "pg_ctl", hurried)
+    pg = Postgres(short_tmp / "pg")
+    uri = pg.start()
+    assert pg.pid is not None
+    pids = [pg.pid, *(c.pid for c in psutil.Process(pg.pid).children(recursive=True))]
+    conn = await asyncpg.connect(uri)
+    assert await conn.fetchval("SELECT 1") == 1
+    await conn.close()
+    pg.stop()
+    assert pg.pid is None and gone(pids) == []
+
+
 async def test_database_url_fixture_is_a_fresh_database(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:

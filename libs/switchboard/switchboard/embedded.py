@@ -302,6 +302,10 @@ def _pgserver() -> Any:
     return pgserver
 
 
+# Seconds a PostgreSQL start is waited for beyond pgserver's own 10 s (Postgres._adopt_late_start).
+LATE_START_S = 50.0
+
+
 class Postgres:
     """A PostgreSQL server for one data dir, started by pgserver and listening on a unix socket.
 
@@ -356,7 +360,10 @@ class Postgres:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         self._forget_dead_handles(pg)
         try:
-            self._server = pg.get_server(self.pgdata, cleanup_mode="stop")
+            try:
+                self._server = pg.get_server(self.pgdata, cleanup_mode="stop")
+            except subprocess.TimeoutExpired:
+                self._server = self._adopt_late_start(pg)
         except Exception as exc:
             raise ServerError(
                 f"PostgreSQL did not start in {self.pgdata}: {exc}; "
@@ -365,6 +372,23 @@ class Postgres:
         atexit.register(self.stop)
         self._uri = str(self._server.get_uri())
         return self._uri
+
+    def _adopt_late_start(self, pg: Any) -> Any:
+        """pgserver gives ``pg_ctl start`` a fixed 10 s; on a loaded machine (a CI run, several
+        servers starting at once) the server is often ready a moment later. Wait for it (at most
+        ``LATE_START_S``), then adopt it: pgserver registered the failed handle before starting,
+        so it is dropped first or get_server would hand it back."""
+        pg.postgres_server.PostgresServer._instances.pop(self.pgdata, None)
+        deadline = time.monotonic() + LATE_START_S
+        while time.monotonic() < deadline:
+            try:
+                info = pg.postgres_server.PostmasterInfo.read_from_pgdata(self.pgdata)
+            except (AssertionError, ValueError, OSError):  # postmaster.pid half written
+                info = None
+            if info is not None and info.is_running() and info.status == "ready":
+                return pg.get_server(self.pgdata, cleanup_mode="stop")
+            time.sleep(0.2)
+        raise ServerError(f"not ready {10 + LATE_START_S:.0f} s after pg_ctl start")
 
     def _forget_dead_handles(self, pg: Any) -> None:
         """Drop pids of processes that died without cleanup, so our stop() really stops."""
