@@ -8,6 +8,8 @@ logged with its time, target and how long the system took to be ready again. Kin
   one must not answer twice when it wakes up.
 - ``postgres``: stop PostgreSQL (fast shutdown: every connection is cut), start it again.
 - ``nats``: SIGKILL one NATS node (the whole server when single), start it again.
+- ``nats_all``: SIGKILL every NATS node at once (an outage of the whole bus), start them all
+  again: the streams come back from the nodes' stores; meanwhile nothing is accepted.
 - ``drop``: cut every live connection through the two proxies (clients to the gateway, agents
   to the model), mid request and mid stream.
 """
@@ -26,8 +28,8 @@ from typing import Any
 from switchboard.bus import LEASE_TTL_S
 from tests.soak.system import System
 
-KINDS = ("kill", "stop", "postgres", "nats", "drop")
-WEIGHTS = (4, 1, 1, 2, 2)
+KINDS = ("kill", "stop", "postgres", "nats", "nats_all", "drop")
+WEIGHTS = (4, 1, 1, 2, 1, 2)
 LANE_ACK_WAIT_S = 15.0  # the agent's SB_LANE_ACK_WAIT_S default
 STOP_FOR_S = max(LEASE_TTL_S, LANE_ACK_WAIT_S) + 5.0
 RECOVERY_S = 180.0
@@ -117,6 +119,15 @@ class Chaos:
         await asyncio.sleep(self.rng.uniform(2.0, 6.0))
         await asyncio.to_thread(nats.restart_node, node)
         return f"node {node} of {nats.size}" if nats.size > 1 else "the whole server"
+
+    async def _nats_all(self) -> str:
+        nats = self.system.nats
+        for node in range(nats.size):
+            await asyncio.to_thread(nats.kill_node, node)
+        await asyncio.sleep(self.rng.uniform(2.0, 6.0))
+        # Together: a node of a cluster answers JetStream only once a quorum is back.
+        await asyncio.gather(*(asyncio.to_thread(nats.restart_node, n) for n in range(nats.size)))
+        return f"all {nats.size} nodes" if nats.size > 1 else "the whole server"
 
     async def _drop(self) -> str:
         gateway = self.system.gateway_proxy
