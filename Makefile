@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto nats-auth bench soak clean compose-smoke
+.PHONY: install run test lint proto nats-auth bench mutation soak clean compose-smoke
 
 install: $(STAMP)
 
@@ -61,6 +61,14 @@ nats-auth: install
 
 bench: install
 	$(BIN)/python -m tests.bench
+
+# Opt-in, not part of `make test` or CI (tens of minutes on 2 cores; docs/mutation.md has the
+# measured times): mutmut over the modules where a silent bug costs most, kill rate per module
+# in bench-results/mutation.json. MODULES=ssrf,chunker runs a subset (tests/mutation/modules.py).
+MODULES ?=
+mutation: install
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-mutation.txt
+	$(BIN)/python -m tests.mutation $(if $(MODULES),--modules $(MODULES))
 
 # Opt-in, not part of `make test`: the fault campaign (docs/soak.md). SOAK_MINUTES of mixed
 # traffic under random faults, then a check that nothing was lost or duplicated;
