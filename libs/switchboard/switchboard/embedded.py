@@ -302,6 +302,16 @@ def _pgserver() -> Any:
     return pgserver
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
 # Seconds a PostgreSQL start is waited for beyond pgserver's own 10 s (Postgres._adopt_late_start).
 LATE_START_S = 50.0
 
@@ -362,7 +372,11 @@ class Postgres:
         try:
             try:
                 self._server = pg.get_server(self.pgdata, cleanup_mode="stop")
-            except subprocess.TimeoutExpired:
+            except Exception as exc:
+                # pgserver's handler of the timeout reads the server log, which may not exist
+                # yet: then the error is a FileNotFoundError raised while handling it.
+                if not any(isinstance(e, subprocess.TimeoutExpired) for e in _chain(exc)):
+                    raise
                 self._server = self._adopt_late_start(pg)
         except Exception as exc:
             raise ServerError(
