@@ -131,16 +131,28 @@ class ModelRouter:
         self.provider, _, self.model = first.partition(":")
 
     def warm(self) -> None:
-        """Build every client now (imports the SDKs; run it off the event loop). A plugin's
-        model that cannot be built is noted in ``unbuilt``; its calls fail over."""
+        """Build the plugins' models now (run it off the event loop): one that cannot be built
+        is noted in ``unbuilt`` (for /readyz); its calls fail over. The SDK clients (anthropic,
+        openai) are built on first use instead (:meth:`ainstance`): importing an SDK costs
+        12-40 MiB and up to a second of start-up, which an idle agent need not pay."""
         refs = {r for c in [self.chain.default, *self.chain.per_agent.values()] for r in c}
         for ref in sorted(refs):
+            if ref.partition(":")[0] not in self.plugins:
+                continue
             for profile in self.profiles[ref.partition(":")[0]]:
                 try:
                     self.instance(ref, profile)
                 except ModelError as exc:
                     plugin = self.plugins[ref.partition(":")[0]].plugin
                     self.unbuilt[plugin] = exc.message
+
+    async def ainstance(self, ref: str, profile: AuthProfile) -> Model:
+        """:meth:`instance`; a first build (an SDK's import) runs in a thread, so the event
+        loop keeps serving the other runs meanwhile."""
+        model = self._models.get((ref, profile.name))
+        if model is None:
+            model = await asyncio.to_thread(self.instance, ref, profile)
+        return model
 
     def instance(self, ref: str, profile: AuthProfile) -> Model:
         key = (ref, profile.name)
@@ -262,7 +274,7 @@ class RoutedModel:
                 await self._moved(failed, ref, profile, waited)
             streamed = False
             try:
-                model = router.instance(ref, profile)
+                model = await router.ainstance(ref, profile)
                 self.ref, self.provider, self.model = ref, model.provider, model.model
                 async for item in model.stream(request):
                     streamed = streamed or isinstance(item, TextDelta)

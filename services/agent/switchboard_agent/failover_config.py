@@ -99,5 +99,5 @@ def choose_router(
         },
     )
     router = ModelRouter(chain, profiles, tuning, Cooldowns(), plugins=plugins)
-    router.warm()  # the SDK clients (and imports) now, off the event loop
+    router.warm()  # the plugins' models now, off the event loop (the SDKs' on first use)
     return router, NO_MODEL_MESSAGE

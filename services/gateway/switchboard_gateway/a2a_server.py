@@ -59,14 +59,15 @@ from switchboard import bus
 from switchboard.sessions import direct_key
 from switchboard.v1 import messages_pb2
 
+from .a2a_mount import CARD_PATH, RPC_PATH
 from .a2a_store import BoundedTaskStore
 from .config import GatewaySettings
 from .conversations import BusUnavailable, Conversations, Outgoing, ReplyTimeout
 
 log = logging.getLogger(__name__)
 
-CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH  # public (auth.PUBLIC)
-RPC_PATH = "/a2a"
+if CARD_PATH != AGENT_CARD_WELL_KNOWN_PATH:  # a2a_mount routes it before the SDK is loaded
+    raise ImportError(f"a2a_mount.CARD_PATH is not the SDK's {AGENT_CARD_WELL_KNOWN_PATH}")
 CHANNEL = "a2a"
 ARTIFACT_NAME = "answer"
 BEARER = "bearer"  # the card's security scheme: the gateway token

@@ -29,7 +29,6 @@ from switchboard.v1 import (
 )
 
 from . import (
-    a2a_server,  # a2a: the agent card and POST /a2a (JSON-RPC)
     approvals_api,
     cron_api,
     events_api,
@@ -43,6 +42,7 @@ from . import (
     usage_api,
     webchat,  # webchat: GET /webchat and WS /webchat/ws
 )
+from .a2a_mount import LazyA2A, merge_openapi
 from .auth import TokenAuth
 from .channels import routes as channel_routes
 from .channels.base import ChannelAdapter
@@ -52,8 +52,8 @@ from .conversations import Conversations
 from .errors import install_error_handlers
 from .json_bodies import JsonBodies
 from .limits import BodyLimit, StreamSlots
-from .mcp_server import PATH as MCP_PATH
-from .mcp_server import McpEndpoint
+from .mcp_mount import PATH as MCP_PATH
+from .mcp_mount import LazyMcp
 from .metrics import REQUEST_SECONDS, REQUESTS
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def create_app(
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
 
     async def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        return JSONResponse(merge_openapi(app.openapi(), await a2a.openapi()))
 
     app.add_api_route("/openapi.json", openapi, methods=["GET"], include_in_schema=False)
     app.include_router(openai_api.router)
@@ -191,12 +191,13 @@ def create_app(
     app.include_router(media_api.router)  # media: GET /api/media/{sha256}
     app.include_router(usage_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
-    mcp = McpEndpoint(app.state)  # mcp: streamable HTTP at /mcp, behind the token
-    app.router.routes.append(Route(MCP_PATH, mcp.asgi, methods=["POST"]))
+    mcp = LazyMcp(app.state)  # mcp: streamable HTTP at /mcp, behind the token
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"]))
     if channels:
         app.include_router(channel_routes.router)
     hooks_api.mount(app, settings, channels)  # hooks: POST /hooks/* when configured
-    a2a_server.mount(app, settings, app.state.conversations)  # a2a: card and POST /a2a
+    a2a = LazyA2A(settings, app.state.conversations)  # a2a: card and POST /a2a, on first use
+    app.router.routes.extend(a2a.routes())
     install_error_handlers(app)
     # After authentication, before any route's parser: JSON bodies nested past jsonsafe's
     # bound are refused (json_bodies.py says why there).

@@ -9,7 +9,7 @@ import hmac
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .a2a_server import CARD_PATH
+from .a2a_mount import CARD_PATH
 from .errors import error_body
 
 # /metrics is not public: its series name routes, channels and volumes. /openapi.json is served

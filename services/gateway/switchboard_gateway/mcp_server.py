@@ -39,7 +39,6 @@ from .memory_api import memory_error
 from .openai_api import PEER
 from .sessions_api import OURS, session_summary
 
-PATH = "/mcp"
 CHANNEL = "api"  # replies travel back as run events only (the agent's event-only channels)
 SENDER = "mcp"
 SESSIONS_TIMEOUT_S = 5.0

@@ -4,41 +4,55 @@ SDK: multipart upload of the file, ``model``, optional ``language`` and ``prompt
 from __future__ import annotations
 
 import logging
-
-import openai
+from typing import TYPE_CHECKING
 
 from .config import MediaSettings
 from .errors import NotConfigured, ProviderFailed
 from .sniff import EXTENSIONS
 
+if TYPE_CHECKING:
+    import openai
+
 log = logging.getLogger(__name__)
 
 
 class Transcriber:
+    """The client is made on the first transcription: the ``openai`` SDK costs about 12 MiB
+    and half a second of import, which a media service that never transcribes need not pay."""
+
     def __init__(self, settings: MediaSettings) -> None:
         self.model = settings.transcription_model
+        self.settings = settings
         self._client: openai.AsyncOpenAI | None = None
-        if settings.transcription_key():
-            self._client = openai.AsyncOpenAI(
-                api_key=settings.transcription_key(),
-                base_url=settings.transcription_base_url,
-                timeout=settings.transcription_timeout_s,
-                max_retries=1,
-            )
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
 
+    def _get_client(self) -> openai.AsyncOpenAI | None:
+        if self._client is None and self.settings.transcription_key():
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self.settings.transcription_key(),
+                base_url=self.settings.transcription_base_url,
+                timeout=self.settings.transcription_timeout_s,
+                max_retries=1,
+            )
+        return self._client
+
     async def transcribe(self, data: bytes, mime: str, language: str, prompt: str) -> str:
-        if self._client is None:
+        client = self._get_client()
+        if client is None:
             raise NotConfigured(
                 "transcription is not configured: set SB_TRANSCRIPTION_API_KEY (and "
                 "SB_TRANSCRIPTION_BASE_URL, SB_TRANSCRIPTION_MODEL for a provider other than "
                 "OpenAI) on the media service"
             )
+        import openai
+
         try:
-            result = await self._client.audio.transcriptions.create(
+            result = await client.audio.transcriptions.create(
                 model=self.model,
                 file=(f"audio.{EXTENSIONS[mime]}", data, mime),
                 response_format="json",

@@ -9,7 +9,6 @@ from switchboard_tools.net.settings import WebSettings
 from switchboard_tools.procs import ProcessManager
 from switchboard_tools.registry import DEFAULT_MAX_ARGS_BYTES, Tool, ToolRegistry
 from switchboard_tools.sandbox import Sandbox, SpawningSandbox
-from switchboard_tools.tools.a2a_delegate import A2ADelegateTool
 from switchboard_tools.tools.apply_patch import ApplyPatchTool
 from switchboard_tools.tools.edit import EditTool
 from switchboard_tools.tools.exec import ExecTool
@@ -77,4 +76,7 @@ def _process_tools(
 def _a2a_tools(a2a: A2ASettings | None, web: WebSettings | None) -> list[Tool]:
     if a2a is None or not a2a.a2a_agents:
         return []
+    # Imported here: the a2a SDK (about 7 MiB) only in an executor that has remote agents.
+    from switchboard_tools.tools.a2a_delegate import A2ADelegateTool
+
     return [A2ADelegateTool(a2a, list(web.web_fetch_allow_cidrs) if web is not None else None)]

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -30,7 +30,6 @@ from switchboard.v1 import messages_pb2
 from .builtin import builtin_registry
 from .config import CONSUMER, ToolsSettings
 from .errors import ToolError
-from .mcp import McpHub
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .procbus import ProcessBus
 from .procs import ProcessLimits, ProcessManager
@@ -38,6 +37,9 @@ from .registry import ToolContext, ToolOutput, ToolRegistry
 from .sandbox import Sandbox
 from .updates import update_publisher
 from .workspace import WorkspaceScope, open_workspace
+
+if TYPE_CHECKING:
+    from .mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
@@ -228,15 +230,19 @@ async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
             exec_mode=settings.exec_mode,
             a2a=settings,
         )
-        mcp = McpHub(
-            settings.mcp_servers,
-            sandbox,
-            settings.sandbox_profile(),
-            settings.workspace_root(),
-            settings.tool_args_max_bytes,
-        )
-        mcp.start()
-        rt.stack.push_async_callback(mcp.close)
+        mcp: McpHub | None = None
+        if settings.mcp_servers:  # the mcp package is imported only when servers are configured
+            from .mcp.hub import McpHub
+
+            mcp = McpHub(
+                settings.mcp_servers,
+                sandbox,
+                settings.sandbox_profile(),
+                settings.workspace_root(),
+                settings.tool_args_max_bytes,
+            )
+            mcp.start()
+            rt.stack.push_async_callback(mcp.close)
         executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, mcp)
         await executor.serve_processes()
         rt.stack.push_async_callback(executor.close)

@@ -8,31 +8,42 @@ ones by channel name; the gateway serves their webhooks and delivers their ``OUT
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
+
+from pydantic import SecretStr
 
 from ..config import GatewaySettings
 from .base import ChannelAdapter
 
 Factory = Callable[[GatewaySettings], ChannelAdapter | None]
 
+# Each platform's module and the settings that ask for it: the module (and its SDK: slack_sdk,
+# the HTTP clients, PyNaCl...) is imported only when one of them is set; its ``from_settings``
+# then checks that they are complete.
+_CHANNELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("slack", ("slack_bot_token", "slack_signing_secret")),
+    ("discord", ("discord_bot_token", "discord_public_key")),
+    ("telegram", ("telegram_bot_token",)),
+)
 
-def _factories() -> list[Factory]:
-    # Imported here: a platform's SDK loads only in a gateway that configures it.
+
+def _is_set(settings: GatewaySettings, name: str) -> bool:
+    value = getattr(settings, name)
+    text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+    return bool(text.strip())
+
+
+def _factories(settings: GatewaySettings) -> list[Factory]:
     factories: list[Factory] = []
-    from . import slack
-
-    factories.append(slack.from_settings)
-    from . import discord
-
-    factories.append(discord.from_settings)
-    from . import telegram
-
-    factories.append(telegram.from_settings)
+    for module, names in _CHANNELS:
+        if any(_is_set(settings, name) for name in names):
+            factories.append(import_module(f"{__name__}.{module}").from_settings)
     return factories
 
 
 def configured_adapters(settings: GatewaySettings) -> dict[str, ChannelAdapter]:
     adapters: dict[str, ChannelAdapter] = {}
-    for factory in _factories():
+    for factory in _factories(settings):
         adapter = factory(settings)
         if adapter is not None:
             adapters[adapter.name] = adapter

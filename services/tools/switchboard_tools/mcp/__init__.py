@@ -7,7 +7,24 @@ through the ``mcp`` package's :class:`~mcp.ClientSession`), their tools offered 
 (:mod:`.tool`, :mod:`.hub`). Tool policy and approvals apply in the agent as for any tool
 (``group:mcp`` names every ``server__tool``)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from switchboard_tools.mcp.config import McpServerConfig, McpSettings
-from switchboard_tools.mcp.hub import McpHub
+
+if TYPE_CHECKING:
+    from switchboard_tools.mcp.hub import McpHub
 
 __all__ = ["McpHub", "McpServerConfig", "McpSettings"]
+
+
+def __getattr__(name: str) -> Any:
+    """``McpHub`` on first use: the ``mcp`` package under it costs about 20 MiB and a second of
+    start-up, which an executor without MCP servers (the settings import this package) never
+    needs."""
+    if name == "McpHub":
+        from switchboard_tools.mcp.hub import McpHub
+
+        return McpHub
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
