@@ -62,6 +62,20 @@ def settings_class(service: registry.Service) -> type[Settings]:
     return cls
 
 
+def preload(services: Sequence[registry.Service]) -> list[str]:
+    """Import the services' code ahead of starting them (in a thread, while NATS and
+    PostgreSQL start: most of a one-process start-up is these imports). The names of those
+    whose import failed: :func:`load` imports them again when the host starts the service,
+    which reports the error and restarts it as for any service that fails."""
+    failed = []
+    for service in services:
+        try:
+            load(service)
+        except Exception:  # reported by the host when it loads the service again, see above
+            failed.append(service.name)
+    return failed
+
+
 def load(service: registry.Service) -> tuple[type[Settings], Serve]:
     """The service's settings class and its ``serve(settings, stop)`` coroutine function."""
     return settings_class(service), _resolve(service.server)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import subprocess
+import sys
 
 import nats
 import pytest
@@ -104,3 +106,18 @@ def test_main_reports_unknown_services_and_bad_settings(capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert err.startswith("switchboard: invalid settings: log_level: SB_LOG_LEVEL must be")
     assert err.count("\n") == 1
+
+
+def test_preload_imports_the_services_code_and_names_those_that_fail() -> None:
+    # In a fresh interpreter: this one has imported the services' code already.
+    code = (
+        "import sys; from switchboard import host, registry\n"
+        "assert 'switchboard_router.server' not in sys.modules\n"
+        "bad = registry.Service('nope', 'a service with no package', ())\n"
+        "print(host.preload([registry.get('router'), bad]))\n"
+        "print('switchboard_router.server' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    assert out == ["['nope']", "True"]

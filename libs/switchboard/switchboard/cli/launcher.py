@@ -43,7 +43,7 @@ from switchboard.cli.inprocess import InProcess
 from switchboard.cli.settings import DEFAULT_HTTP_PORT, LauncherSettings
 from switchboard.cli.supervisor import Instance, ServiceSpec, Supervisor, plan_instances
 from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
-from switchboard.host import Backoff, dump_tasks, settings_class
+from switchboard.host import Backoff, dump_tasks, preload, settings_class
 from switchboard.natscluster import NatsCluster
 from switchboard.settings import scoped_environ
 
@@ -161,8 +161,18 @@ class Launcher:
             self.postgres = Postgres(home.pg_dir)
             self.database_url = await asyncio.to_thread(self.postgres.expected_uri)
             self._pg_start = asyncio.ensure_future(asyncio.to_thread(self.postgres.start))
+        # One process: the services' code is imported meanwhile (a thread; the loop waits).
+        preloading = (
+            None
+            if self.processes
+            else asyncio.ensure_future(
+                asyncio.to_thread(preload, [spec.service for spec in self.services])
+            )
+        )
         await self._nats_start
         self._write_nats_pids()
+        if preloading is not None:
+            await preloading  # one that failed is imported again, and reported, by the host
 
         instances = self._plan(token.value, service_token(home, self.settings.service_token))
         if self.processes:
