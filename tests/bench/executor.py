@@ -191,6 +191,37 @@ def markdown(e: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Issue 25: a sandboxed ``exec`` on one executor, with every layer the host offers.
+EXEC_P50_TARGET_MS = 40.0  # inside the executor
+EXEC_CPU_TARGET_MS = 20.0  # of the executor's processes (its commands too) per call
+
+
+def targets(e: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 25's ``exec`` targets, on the ``tools=1`` stack (none if it did not run)."""
+    s = e.get("stacks", {}).get("tools=1", {})
+    t = s.get("throughput", {}).get("exec")
+    if not t:
+        return []
+    p50 = float(t["executor_ms"]["p50"])
+    cpu = _tools_cpu_ms(s["cpu_s"].get("exec", {}), t["ok"])
+    return [
+        {
+            "figure": "exec p50 inside the executor (every sandbox layer, tools=1)",
+            "target": f"<= {EXEC_P50_TARGET_MS:g} ms",
+            "measured": f"{p50:.1f} ms",
+            "verdict": "PASS" if p50 <= EXEC_P50_TARGET_MS else "MISS",
+        },
+        {
+            "figure": "exec CPU per call, executor and its command (tools=1)",
+            "target": f"<= {EXEC_CPU_TARGET_MS:g} ms",
+            "measured": "-" if math.isnan(cpu) else f"{cpu:.1f} ms",
+            "verdict": "n/a"
+            if math.isnan(cpu)
+            else ("PASS" if cpu <= EXEC_CPU_TARGET_MS else "MISS"),
+        },
+    ]
+
+
 def contended(e: dict[str, Any], cores: float) -> list[str]:
     """The executor phases during which other programs kept more than ``cores`` busy."""
     return [

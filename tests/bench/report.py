@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.bench.channels import targets as channel_targets
 from tests.bench.executor import clean_run
+from tests.bench.executor import targets as executor_targets
 from tests.bench.load import EXACT
 from tests.bench.markdown import render
 from tests.bench.modes import targets as modes_targets
@@ -124,6 +125,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     # order and meaning.
     for t in modes_targets(results.get("modes") or {}):
         rows.append({k: v for k, v in t.items() if k != "key"})
+    rows += executor_targets(results.get("executor") or {})
     rows += channel_targets(results.get("channels") or {})
     rows += memory_targets(results.get("memory") or {})
     rows += scheduler_targets(results.get("scheduler") or {})
