@@ -12,9 +12,8 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
-from switchboard import bus
+from switchboard import bus, retry
 from switchboard.sessions import inbound_msg_id, session_token
 from switchboard.v1 import messages_pb2
 
@@ -57,15 +56,11 @@ class BusUnavailable(Exception):
     """NATS did not take the message (it is down or restarting); nothing was accepted."""
 
 
-# A publish that may succeed if tried again: no stream leader yet (a NATS node died and the
-# stream is electing one: "no responders", which nats.py raises as NoStreamResponseError, or
-# JetStream's 503), or no answer in time.
-_TRANSIENT = (
-    nats.errors.NoRespondersError,
-    NoStreamResponseError,
-    ServiceUnavailableError,
-    TimeoutError,
-)
+# A publish the gateway tries again (switchboard.retry): not a closed connection, which is final
+# here (the client gets 503 bus_unavailable at once rather than wait on a bus that is gone).
+_TRANSIENT = retry.TRANSIENT
+# What ends a publish as BusUnavailable: a transient error past the deadline, or any NATS error.
+_FAILED: tuple[type[Exception], ...] = (*_TRANSIENT, nats.errors.Error)
 
 
 class Conversations:
@@ -96,20 +91,22 @@ class Conversations:
         which is this call's own message, not a client's retry."""
         msg_id = inbound_msg_id(message.channel, message.account, message.message_id)
         subject = self.subjects.inbound(message.channel)
-        deadline = time.monotonic() + self.publish_retry_s
-        delay, maybe_stored = 0.25, False
-        while True:
-            try:
-                ack = await bus.js_publish_ack(self.js, subject, message, msg_id=msg_id)
-                break
-            except _TRANSIENT as exc:
-                maybe_stored = maybe_stored or isinstance(exc, TimeoutError)
-                if time.monotonic() + delay > deadline:
-                    raise BusUnavailable from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            except nats.errors.Error as exc:
-                raise BusUnavailable from exc
+        maybe_stored = False
+
+        def timed_out(exc: Exception) -> None:
+            nonlocal maybe_stored
+            maybe_stored = maybe_stored or isinstance(exc, TimeoutError)
+
+        try:
+            ack = await retry.retrying(
+                lambda: bus.js_publish_ack(self.js, subject, message, msg_id=msg_id),
+                within_s=self.publish_retry_s,
+                first_delay_s=0.25,
+                transient=_TRANSIENT,
+                on_retry=timed_out,
+            )
+        except _FAILED as exc:
+            raise BusUnavailable from exc
         INBOUND.labels(message.channel).inc()
         return not ack.duplicate or maybe_stored
 

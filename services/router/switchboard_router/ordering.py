@@ -11,29 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-from nats.errors import ConnectionClosedError, NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+from switchboard import retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_FOR_S = 20.0  # the INBOUND consumer's ack wait is 30 s
-# js.publish raises a "no responders" answer (a clustered stream electing its leader after a
-# node died) as NoStreamResponseError, not NoRespondersError: without it here the append failed
-# at once, and the session's next message overtook it (the fault campaign caught this).
-TRANSIENT = (
-    NatsTimeout,
-    NoRespondersError,
-    NoStreamResponseError,
-    ConnectionClosedError,
-    ServiceUnavailableError,
-    TimeoutError,
-)
+# A closed connection is tried again too: the client reconnects underneath a NATS restart, and the
+# append must hold its session's turn through it. js.publish raises a "no responders" answer (a
+# clustered stream electing its leader after a node died) as NoStreamResponseError: without it
+# here the append failed at once, and the session's next message overtook it (the fault campaign
+# caught this).
+TRANSIENT = retry.TRANSIENT_OR_CLOSED
 
 
 class SessionTurns:
@@ -60,14 +52,10 @@ class SessionTurns:
 
 async def retrying(attempt: Callable[[], Awaitable[T]], what: str) -> T:
     """``attempt()`` until it works or :data:`RETRY_FOR_S` passes (then its error)."""
-    deadline = time.monotonic() + RETRY_FOR_S
-    delay = 0.1
-    while True:
-        try:
-            return await attempt()
-        except TRANSIENT as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            log.info("%s failed (%s); retrying", what, type(exc).__name__)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+
+    def logged(exc: Exception) -> None:
+        log.info("%s failed (%s); retrying", what, type(exc).__name__)
+
+    return await retry.retrying(
+        attempt, within_s=RETRY_FOR_S, first_delay_s=0.1, transient=TRANSIENT, on_retry=logged
+    )
