@@ -34,3 +34,17 @@ class InvalidSchedule(SwitchboardError, ValueError):
 class PluginError(SwitchboardError):
     """A plugin cannot be used (not installed, fails to import, bad manifest or config); the
     message says why, fit for a report."""
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first.
+
+    A library often wraps the error that matters (a timeout, a size limit) in its own, or
+    raises a new one while handling it; callers that must tell those apart walk this chain.
+    A cycle in the chain ends the walk instead of looping."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen

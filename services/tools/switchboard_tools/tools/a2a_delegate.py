@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 
+from switchboard.errors import causes
 from switchboard.net.errors import FetchError
 from switchboard.net.ssrf import Resolver, SsrfGuard
 from switchboard_tools.a2a_settings import A2AAgent, A2ASettings
@@ -100,12 +101,8 @@ class CappedTransport(httpx.AsyncHTTPTransport):
 
 
 def _too_large(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, TooLarge):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    """The cap's TooLarge reaches us wrapped by httpx and a2a-sdk, so the chain is searched."""
+    return any(isinstance(e, TooLarge) for e in causes(exc))
 
 
 def _card_problem(exc: AgentCardResolutionError, timeout_s: float) -> str:
