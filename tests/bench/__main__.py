@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("channels", "memory", "scheduler", "media"),
+        choices=("modes", "channels", "memory", "scheduler", "media"),
         help="run one section and put its figures into OUT/latest.json, keeping the other "
         "sections of the earlier run",
     )
@@ -141,9 +141,29 @@ def _channels(say: Callable[[str], None]) -> dict[str, Any]:
         fake.stop()
 
 
+def _modes(say: Callable[[str], None]) -> dict[str, Any]:
+    """The embedded modes on their own (issue 25's figures: ready, PSS, turn, CPU per turn)."""
+    fake = procs.start_fake_model("tool_then_text")
+    try:
+        plan = Plan.full()
+        model = floors.model_floor(fake.openai_base_url, plan.model_pairs)
+        return modes.bench_modes(plan, fake, model["p50"], say)
+    finally:
+        fake.stop()
+
+
+def _modes_context(m: dict[str, Any]) -> dict[str, Any]:
+    """What the modes' markdown reads besides their figures."""
+    plan = Plan.full()
+    levels = [{"concurrent_sessions": c, "sessions": s} for c, s in plan.levels]
+    config = {"levels": levels, "warm_starts": plan.warm_starts}
+    return {"modes": m, "git": report.git_state(), "config": config}
+
+
 # The sections --only reruns: (bench, markdown).
 Bench = Callable[[Callable[[str], None]], dict[str, Any]]
 SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
+    "modes": (_modes, lambda m: modes.markdown(_modes_context(m))),
     "channels": (_channels, channels.markdown),
     "memory": (memory.bench_memory, memory.markdown),
     "scheduler": (scheduler.bench_scheduler, scheduler.markdown),
@@ -154,6 +174,8 @@ SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
 def _only(section: str, out_dir: Path) -> int:
     """One section into the earlier run's results (``--only``)."""
     earlier = out_dir / "latest.json"
+    if section == "modes" and not earlier.is_file():
+        return _modes_alone(out_dir)
     if not earlier.is_file():
         _say(f"--only needs an earlier full run's {earlier}; run `make bench` first")
         return 2
@@ -168,6 +190,23 @@ def _only(section: str, out_dir: Path) -> int:
     json_path, md_path = report.write(results, out_dir)
     print("\n".join(markdown(results[section])))
     _say(f"wrote {section} into {json_path} and {md_path}")
+    return 0
+
+
+def _modes_alone(out_dir: Path) -> int:
+    """``--only modes`` without an earlier full run: OUT/modes.json and the table printed."""
+    try:
+        figures = _modes(_say)
+    except KeyboardInterrupt:
+        _say("interrupted; everything it started is stopped, no results written")
+        return 130
+    context = _modes_context(figures)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "modes.json"
+    run_at = datetime.now(UTC).isoformat(timespec="seconds")
+    path.write_text(json.dumps({"run_at": run_at, "git": context["git"], "modes": figures}))
+    print("\n".join(modes.markdown(context)))
+    _say(f"wrote {path}")
     return 0
 
 
