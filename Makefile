@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto nats-auth bench mutation soak clean compose-smoke
+.PHONY: install run test lint proto nats-auth bench bench-peers mutation soak clean compose-smoke
 
 install: $(STAMP)
 
@@ -62,6 +62,15 @@ nats-auth: install
 bench: install
 	$(BIN)/python -m tests.bench
 
+# Opt-in, not part of `make test` or CI (docs/peers.md): nanobot, pinned in requirements-peers.txt
+# and installed in its own virtualenv, and Switchboard through the same turns, 3 rounds in turn
+# (about 13 minutes on 2 shared cores); bench-results/peers.json and peers.md. ARGS="--short".
+PEERS_VENV := .venv-peers
+bench-peers: install
+	test -x $(PEERS_VENV)/bin/python || $(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-peers.txt
+	$(BIN)/python -m tests.bench.peers --venv $(PEERS_VENV) $(ARGS)
+
 # Opt-in, not part of `make test` or CI (tens of minutes on 2 cores; docs/mutation.md has the
 # measured times): mutmut over the modules where a silent bug costs most, kill rate per module
 # in bench-results/mutation.json. MODULES=ssrf,chunker runs a subset (tests/mutation/modules.py).
@@ -88,4 +97,4 @@ compose-smoke: install
 
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(PEERS_VENV) .mypy_cache .pytest_cache .ruff_cache

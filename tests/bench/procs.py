@@ -46,9 +46,14 @@ class FakeModel:
                 self.proc.wait(5)
 
 
-def start_fake_model(script: str = "tool_then_text", timeout: float = 20.0) -> FakeModel:
+def start_fake_model(
+    script: str = "tool_then_text", timeout: float = 20.0, extra_args: Sequence[str] = ()
+) -> FakeModel:
+    """``extra_args``: more options of ``python -m tests.fakes.llm`` (``--tool my --args
+    {...}``: the peers benchmark has nanobot call a tool of its own)."""
     port = free_port()
     argv = [sys.executable, "-m", "tests.fakes.llm", "--port", str(port), "--script", script]
+    argv += extra_args
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         argv,
