@@ -8,7 +8,8 @@ time may open it): Qdrant Edge by default, or qdrant-client's local mode
 Embeddings: ``SB_EMBEDDING_PROVIDER`` is ``local`` (default: a model shipped inside a Python
 package, loaded offline) or ``openai`` (any OpenAI-compatible ``/v1/embeddings``:
 ``SB_EMBEDDING_BASE_URL``, ``SB_EMBEDDING_API_KEY``, ``SB_EMBEDDING_MODEL``; the model's
-``OPENAI_API_KEY`` is not read: each service gets only its own secrets).
+``OPENAI_API_KEY`` is not read: each service gets only its own secrets). The local model is
+loaded by the first embedding, not at start, and dropped after ``SB_EMBEDDING_IDLE_UNLOAD_S``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class MemorySettings(CommonSettings, RpcSettings, DatabaseSettings):
     embedding_dimension: int = Field(default=0, ge=0, le=8192)
     embedding_batch: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_s: float = Field(default=30.0, gt=0)
+    # The local model is loaded by the first embedding and dropped after this long without
+    # one (0: kept once loaded). Unloaded, the process holds ~50 MiB less; loading it again
+    # costs 0.1-0.3 s, once per idle spell (measured: docs/memory.md).
+    embedding_idle_unload_s: float = Field(default=300.0, ge=0)
     # How the dense and keyword prefetches are fused: plain RRF by default (LoCoMo R@10 0.713
     # with the local model; weighted 0.7/0.3 gave 0.696, 0.3/0.7 0.717: README, Memory).
     fusion: Fusion = Fusion.RRF

@@ -19,3 +19,8 @@ class NotFound(MemoryServiceError, LookupError):
 
 class EmbeddingUnavailable(MemoryServiceError):
     """The embedding provider failed; the message says why, without secrets."""
+
+
+class StoreUnavailable(MemoryServiceError):
+    """The vector store (a Qdrant server, qdrant-client's local mode) failed (UNAVAILABLE); the
+    message names the failure's type only."""

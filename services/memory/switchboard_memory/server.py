@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-
-from qdrant_client import AsyncQdrantClient
+from pathlib import Path
 
 from switchboard import registry, rpc
 from switchboard.runtime import ServiceRuntime
@@ -24,25 +23,34 @@ from .memory import Memory
 from .migrations import MIGRATIONS, SCHEMA
 from .providers import build_embedder
 from .service import MemoryService
-from .store import QdrantStore
 
 log = logging.getLogger(__name__)
 
 
 def open_store(settings: MemorySettings) -> Store:
-    """The Qdrant server of ``SB_QDRANT_URL``, else the local engine in a directory."""
+    """The Qdrant server of ``SB_QDRANT_URL``, else the local engine in a directory.
+    qdrant-client is imported only for the server and its local mode: Qdrant Edge does not
+    need it, and it weighs (docs/memory.md)."""
     prefix = settings.collection_prefix
+    if not settings.qdrant_url and settings.qdrant_local_engine == "edge":
+        return EdgeStore(_local_dir(settings), prefix)
+    from qdrant_client import AsyncQdrantClient
+
+    from .store import QdrantStore
+
     if settings.qdrant_url:
         key = settings.qdrant_api_key.get_secret_value() or None
         return QdrantStore(
             AsyncQdrantClient(url=settings.qdrant_url, api_key=key, timeout=10), prefix
         )
+    return QdrantStore(AsyncQdrantClient(path=str(_local_dir(settings))), prefix, indexes=False)
+
+
+def _local_dir(settings: MemorySettings) -> Path:
     path = settings.qdrant_location()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # $SB_HOME/memory: ours only
     path.mkdir(mode=0o700, exist_ok=True)
-    if settings.qdrant_local_engine == "edge":
-        return EdgeStore(path, prefix)
-    return QdrantStore(AsyncQdrantClient(path=str(path)), prefix, indexes=False)
+    return path
 
 
 async def _repair_loop(memory: Memory, stop: asyncio.Event, every_s: float) -> None:
@@ -60,12 +68,13 @@ async def _repair_loop(memory: Memory, stop: asyncio.Event, every_s: float) -> N
 
 async def serve(settings: MemorySettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("memory"), settings, stop) as rt:
-        embedding = asyncio.create_task(build_embedder(settings))  # loads while Postgres connects
+        embedding = asyncio.create_task(build_embedder(settings))  # openai: probed meanwhile
         pool = await rt.database(SCHEMA, MIGRATIONS)
         store = open_store(settings)
         rt.stack.push_async_callback(store.close)
         rt.readiness.add("qdrant", store.reachable)
         embedder = CachedEmbedder(await embedding, EmbeddingCache(pool), settings.embedding_batch)
+        rt.stack.push_async_callback(embedder.close)
         weights = (
             (settings.vector_weight, 1.0 - settings.vector_weight)
             if settings.fusion is Fusion.WEIGHTED

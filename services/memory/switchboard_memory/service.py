@@ -10,14 +10,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from switchboard.v1 import memory_pb2, memory_pb2_grpc
 
 from .chunking import extract_text, mime_of
 from .documents import Documents, check_path
 from .entries import Filter, Hit
-from .errors import EmbeddingUnavailable, InvalidRequest, NotFound
+from .errors import EmbeddingUnavailable, InvalidRequest, NotFound, StoreUnavailable
 from .memory import Item, Memory, Scope, check_metadata, check_scope
 from .recall import compose_turn
 
@@ -39,8 +38,8 @@ def _statuses(
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except EmbeddingUnavailable as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except (UnexpectedResponse, ResponseHandlingException) as exc:
-            log.warning("qdrant failed: %s", type(exc).__name__)
+        except StoreUnavailable as exc:
+            log.warning("qdrant failed: %s", exc)
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the vector store is unavailable")
         except grpc.aio.AbortError:
             raise

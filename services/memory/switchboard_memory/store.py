@@ -5,21 +5,43 @@ with the Query API, both prefetches fused by (weighted) reciprocal rank fusion.
 The same code serves a Qdrant server (``SB_QDRANT_URL``) and qdrant-client's local mode (a
 directory, ``SB_QDRANT_LOCAL_ENGINE=client``): only the client's constructor differs. Every
 entry carries its scope's user in the payload and every read filters on it, so a search never
-sees another scope's entries."""
+sees another scope's entries.
+
+The client's errors leave this module as :class:`.errors.StoreUnavailable`, so that nothing else
+imports qdrant-client (Qdrant Edge, the embedded default, does not need it)."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from .entries import DENSE, KEYWORD_FIELDS, RRF_K, SPARSE, Entry, Filter, Hit
-from .errors import NotFound
+from .errors import NotFound, StoreUnavailable
 from .sparse import SparseVector
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _translated(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """The client's failures as :class:`StoreUnavailable` (its type only: no server text)."""
+
+    @functools.wraps(method)
+    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except (UnexpectedResponse, ResponseHandlingException) as exc:
+            raise StoreUnavailable(type(exc).__name__) from exc
+
+    return wrapped
 
 
 def client_filter(f: Filter) -> models.Filter:
@@ -57,6 +79,7 @@ class QdrantStore:
     def collection(self, agent: str) -> str:
         return f"{self.prefix}_{agent}"
 
+    @_translated
     async def exists(self, agent: str) -> bool:
         name = self.collection(agent)
         if name in self._known:
@@ -66,11 +89,13 @@ class QdrantStore:
             return True
         return False
 
+    @_translated
     async def require(self, agent: str) -> str:
         if not await self.exists(agent):
             raise NotFound(f"no memory collection for agent {agent!r} (nothing stored yet)")
         return self.collection(agent)
 
+    @_translated
     async def ensure(self, agent: str, dimension: int) -> str:
         name = self.collection(agent)
         if await self.exists(agent):
@@ -92,6 +117,7 @@ class QdrantStore:
         log.info("memory collection created", extra={"collection": name, "dimension": dimension})
         return name
 
+    @_translated
     async def upsert(self, agent: str, dimension: int, entries: Sequence[Entry]) -> None:
         if not entries:
             return
@@ -105,6 +131,7 @@ class QdrantStore:
             points.append(models.PointStruct(id=e.id, vector=dict(vector), payload=e.payload()))
         await self.client.upsert(name, points=points, wait=True)
 
+    @_translated
     async def search(
         self,
         agent: str,
@@ -151,6 +178,7 @@ class QdrantStore:
             return []
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in answer.points]
 
+    @_translated
     async def delete(self, agent: str, user: str, ids: Sequence[str], where: Filter | None) -> int:
         """Delete the given ids (of ``user``'s scope only) or everything ``where`` matches;
         how many entries were deleted."""
@@ -170,6 +198,7 @@ class QdrantStore:
             )
         return count
 
+    @_translated
     async def without_dense(self, agent: str, limit: int) -> list[Hit]:
         """Entries stored while embeddings were unavailable (to embed them now)."""
         name = await self.require(agent)
@@ -181,6 +210,7 @@ class QdrantStore:
         )
         return [Hit(str(p.id), 0.0, dict(p.payload or {})) for p in points]
 
+    @_translated
     async def set_dense(self, agent: str, vectors: dict[str, list[float]]) -> None:
         name = await self.require(agent)
         await self.client.update_vectors(
@@ -197,6 +227,7 @@ class QdrantStore:
             return False
         return True
 
+    @_translated
     async def agents(self) -> list[str]:
         found = (await self.client.get_collections()).collections
         start = f"{self.prefix}_"
