@@ -53,3 +53,46 @@ def test_a_forked_child_has_only_its_own_thread() -> None:
 def test_without_it_grpc_restarts_its_threads_in_the_child() -> None:
     """Why prepare() exists: gRPC's default (if this fails, gRPC changed it)."""
     assert child_threads("plain") > 1
+
+
+THREADS_ALLOCATE = """
+import ctypes, sys, threading
+if sys.argv[1] == "prepared":
+    from switchboard import process_env
+    process_env.prepare()
+barrier = threading.Barrier(8)
+kept = []
+
+def work() -> None:
+    kept.append([bytearray(512) for _ in range(2000)])  # malloc'd in this thread's arena
+    barrier.wait()  # every thread alive at once: none can take over an exited one's arena
+
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ctypes.CDLL(None).malloc_stats()  # glibc: one "Arena N:" block per arena, on stderr
+"""
+
+
+def arenas(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    done = subprocess.run(
+        [sys.executable, "-c", THREADS_ALLOCATE, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+def test_threads_share_at_most_two_malloc_arenas() -> None:
+    assert 1 <= arenas("prepared") <= 2
+
+
+def test_without_it_each_thread_grows_an_arena_of_its_own() -> None:
+    """Why the limit exists: glibc's default (if this fails, the default changed)."""
+    assert arenas("plain") > 2
