@@ -314,7 +314,10 @@ class LaneManager:
                 INTERRUPTS.inc()
                 control.interrupted = True
                 task.cancel()
-            await task
+            # Not ``await task``: a run cancelled before it reached the part that handles an
+            # interrupt (a newer item seen as the owner began watching) would cancel the
+            # lane's handler with it; it ends here, and the owner goes on with the newest.
+            await _aborted_or_done(task, control)
         finally:
             try:
                 await sub.unsubscribe()
