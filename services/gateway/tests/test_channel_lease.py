@@ -79,14 +79,14 @@ async def test_one_holder_until_it_releases(nc: NATS) -> None:
 
 
 async def test_renewals_keep_the_key_and_the_state_alive(nc: NATS) -> None:
-    kv = await bucket(nc, 3.0)
-    lease = await acquire(kv, "telegram.main", b"gw-a", ttl_s=3.0)
+    kv = await bucket(nc, 1.5)
+    lease = await acquire(kv, "telegram.main", b"gw-a", ttl_s=1.5)
     assert lease is not None
     await lease.put_state("telegram.main.offset", b"42")
     assert await lease.get_state("telegram.main.offset") == b"42"
     assert await lease.get_state("telegram.main.nothing") is None
     first = lease.revision
-    # Past the bucket's TTL (four renewals, a second apart, each rewriting the state too):
+    # Past the bucket's TTL (four renewals, half a second apart, each rewriting the state too):
     # the key and the state are still there.
     await until("four renewals", lambda: lease.revision >= first + 8)
     assert (await kv.get("telegram.main")).value == b"gw-a"
