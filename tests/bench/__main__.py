@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "sections of the earlier run",
     )
     args = parser.parse_args(argv)
+    procs.allow_bytecode()
     plan = Plan.short() if args.quick else Plan.full()
     out_dir = Path(args.out)
     signal.signal(signal.SIGTERM, _on_sigterm)

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from tests.bench import procs
 from tests.bench.peers import measure, report
 from tests.bench.peers.nanobot import TOOL, TOOL_ARGS, VERSION, Nanobot, installed_version
 from tests.bench.peers.switchboard import Switchboard
@@ -96,6 +97,7 @@ def run(plan: measure.Plan, venv: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    procs.allow_bytecode()  # both peers start with their bytecode cached, as installed
     plan = measure.Plan.short() if args.short else measure.Plan()
     if args.rounds is not None:
         plan = dataclasses.replace(plan, rounds=args.rounds)
