@@ -202,7 +202,15 @@ class CallCgroup:
         (call again later: see :func:`discard`)."""
         self.close_fds()
         self.kill()
-        reap_orphans()  # zombies reparented to the executor hold the cgroup until reaped
+        if self._rmdir():
+            return True
+        # Zombies reparented to the executor hold the cgroup until reaped. Most often the end
+        # of the call reaped them already, so /proc (every process of the host) is scanned for
+        # them only when the first removal fails.
+        reap_orphans()
+        return self._rmdir()
+
+    def _rmdir(self) -> bool:
         removed = True
         for directory in self.dirs:
             try:

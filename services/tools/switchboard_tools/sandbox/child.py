@@ -19,6 +19,7 @@ from typing import Any
 
 from switchboard_tools.errors import ToolError
 from switchboard_tools.output import Output, RingOutput
+from switchboard_tools.sandbox.coalesce import call_coalesced
 
 _READ_CHUNK = 64 * 1024
 _PR_SET_PDEATHSIG = 1
@@ -384,11 +385,11 @@ class Child:
                 _ACTIVE.discard(self.pgid)
             # Killed leftovers become zombies a moment later, later still on a loaded host
             # (a reap skipped while another launch is in flight is caught by the next one):
-            # reaped now, again while any of them is still dying, and at fixed delays.
+            # reaped now, again while any of them is still dying, and at fixed delays (merged
+            # with the reaps other calls asked for at about the same time: each scans /proc).
             reap_until_settled(self.born, self.pgid)
-            loop = asyncio.get_running_loop()
             for delay in _REAP_DELAYS_S:
-                loop.call_later(delay, reap_orphans)
+                call_coalesced(delay, reap_orphans)
             self.ended = time.monotonic()
             self.finished.set()
             self.activity.set()

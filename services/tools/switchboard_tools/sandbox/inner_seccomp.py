@@ -12,24 +12,26 @@ child), holds only the listener, and dies with the call's process group -- or on
 itself is gone (what it left then gets ``ENOSYS``: still refused). A command cannot install a
 filter with its own listener (which would take precedence), so the supervisor's answer stands.
 
-Standard library only, no imports from this package: run by source with :mod:`.inner`.
+Standard library only, no imports from this package: run by source with :mod:`.inner`. It
+runs in a fresh interpreter on every call, so it imports only cheap modules (no ``ctypes.util``,
+``re``, ``socket``, ``contextlib``, ``typing``, and ``signal`` only in the supervisor: together
+most of that interpreter's start-up).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
-import re
 import select
-import signal
-import socket
 import struct
-from collections.abc import Callable
-from typing import Any
+from _socket import AF_UNIX
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the per-call interpreter several ms: for mypy only
+    from collections.abc import Callable
+    from typing import Any
 
 _ACT_ALLOW = 0x7FFF0000
 _ACT_NOTIFY = 0x7FC00000
@@ -57,7 +59,7 @@ _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 # <linux/seccomp.h>: struct seccomp_notif (80 bytes) and seccomp_notif_resp (24 bytes).
 _NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
 _FLAG_CONTINUE = 1
-_PIDFD_PROC = re.compile(r"/proc/([0-9]+)")
+_LIBSECCOMP = "libseccomp.so.2"
 
 
 def _act_errno(err: int) -> int:
@@ -74,8 +76,12 @@ class _ArgCmp(ctypes.Structure):
 
 
 def _library() -> Any:
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
-    lib = ctypes.CDLL(name, use_errno=True)
+    try:  # by its soname first: ctypes.util.find_library forks ``ldconfig -p``
+        lib = ctypes.CDLL(_LIBSECCOMP, use_errno=True)
+    except OSError:
+        from ctypes.util import find_library
+
+        lib = ctypes.CDLL(find_library("seccomp") or _LIBSECCOMP, use_errno=True)
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = (ctypes.c_uint32,)
     lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
@@ -116,7 +122,7 @@ def apply_seccomp(cfg: dict[str, Any]) -> tuple[int, dict[int, str]]:
             rule("clone", eperm, (0, _CMP_MASKED_EQ, flag, flag))
         rule("clone3", _act_errno(errno.ENOSYS))  # flags live in memory: make libc use clone
         if not cfg.get("network"):
-            rule("socket", _act_errno(errno.EACCES), (0, _CMP_NE, socket.AF_UNIX, 0))
+            rule("socket", _act_errno(errno.EACCES), (0, _CMP_NE, AF_UNIX, 0))
         # Signals: see the module docstring.
         for syscall in SIGNAL_SYSCALLS:
             rule(syscall, _ACT_NOTIFY)
@@ -167,6 +173,8 @@ def start_supervisor(listener: int, notified: dict[int, str]) -> None:
 def _serve(
     listener: int, notified: dict[int, str], group: int, command_alive: Callable[[], bool]
 ) -> None:
+    import signal  # here, in the supervisor only: it pulls in enum, a cost on every call's path
+
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE,
                    signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):  # fmt: skip
         signal.signal(signum, signal.SIG_IGN)
@@ -198,8 +206,10 @@ def _serve(
         except OSError:
             allowed = False  # the caller is gone (or its answer cannot be worked out)
         error, flags = (0, _FLAG_CONTINUE) if allowed else (-errno.EPERM, 0)
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib: one import more per call)
             fcntl.ioctl(listener, _NOTIF_SEND, struct.pack("=QqiI", nid, 0, error, flags))
+        except OSError:
+            pass  # the caller is gone
 
 
 def _s32(value: int) -> int:
@@ -224,10 +234,11 @@ def _pidfd_target(caller: int, fd: int) -> int:
             for line in f:
                 if line.startswith("Pid:"):
                     return int(line.split()[1])
-        match = _PIDFD_PROC.fullmatch(os.readlink(f"/proc/{caller}/fd/{fd}"))
+        target = os.readlink(f"/proc/{caller}/fd/{fd}")
     except (OSError, ValueError, IndexError):
         return 0
-    return int(match[1]) if match else 0
+    pid = target.removeprefix("/proc/")
+    return int(pid) if target.startswith("/proc/") and pid.isdigit() and pid.isascii() else 0
 
 
 def _allowed(name: str, raw: tuple[int, ...], caller: int, group: int) -> bool:
