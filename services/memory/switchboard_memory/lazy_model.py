@@ -17,31 +17,16 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol, cast
 
 from .errors import EmbeddingUnavailable
 from .metrics import LOCAL_MODEL_LOADED
+from .model_spec import describe
 
 log = logging.getLogger(__name__)
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIMENSION = 384
 # A call of this many texts or more (stored turns, document chunks; a query is one) is followed
 # by a heap trim: its forward passes' buffers would stay in glibc's heap otherwise.
 BULK = 8
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    dimension: int
-
-
-def describe(model: str = "") -> ModelSpec:
-    """The local model's name and size; ``model`` must be empty or its name."""
-    if model and model != MODEL_NAME:
-        raise ValueError(f"SB_EMBEDDING_MODEL: the local provider has {MODEL_NAME} only")
-    return ModelSpec(MODEL_NAME, DIMENSION)
 
 
 class Loaded(Protocol):

