@@ -40,7 +40,7 @@ COMPOSE_FILES = [ROOT / "docker-compose.yml", ROOT / "deploy" / "compose" / "smo
 PROJECT = "switchboard-smoke"
 TAG = "smoke"
 # In docker-compose.yml, not run here: no image of theirs is obtainable without a registry
-# (README "Compose"); deploy/compose/smoke.yml points the services away from them.
+# (docs/compose.md); deploy/compose/smoke.yml points the services away from them.
 NOT_RUN = frozenset({"qdrant", "otel-collector", "jaeger", "grafana"})
 FAKE_LLM = "llm"  # the override's fake of the model API (a third-party API)
 # What the override adds: that fake, and a trace backend in place of the collector and Jaeger.

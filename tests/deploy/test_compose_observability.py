@@ -2,7 +2,7 @@
 Prometheus scrapes every service's ops port (and nothing else), the services' traces go to the
 collector and on to the trace backend, Grafana is provisioned from files that exist, every
 file Compose mounts exists, the workspaces volume is shared at one path, and .env.example
-documents every variable Compose requires. Nothing here runs a container (see README)."""
+documents every variable Compose requires. Nothing here runs a container (see docs/compose.md)."""
 
 from __future__ import annotations
 

@@ -154,9 +154,9 @@ def test_posted_message_is_answered(stack: Stack) -> None:
     assert roles == ["user", "assistant", "user", "assistant"]
 
 
-# Every route of the gateway but the open ones needs the token (README: "bearer token for every
-# endpoint but /healthz, /readyz"; the status page at / holds no data; /metrics is on the ops
-# port, and behind the token on the public one).
+# Every route of the gateway but the open ones needs the token (docs/settings.md: "bearer token
+# for every endpoint but /healthz, /readyz"; the status page at / holds no data; /metrics is on
+# the ops port, and behind the token on the public one).
 AUTHENTICATED = [
     ("POST", "/v1/chat/completions"),
     ("GET", "/v1/models"),

@@ -1,4 +1,4 @@
-"""pytest plugin: real servers for tests (DESIGN §13), via ``switchboard.embedded``.
+"""pytest plugin: real servers for tests (docs/development.md), via ``switchboard.embedded``.
 
 Fixtures:
     nats_server   a fresh nats-server with JetStream per test (free port, temp store)

@@ -1,4 +1,4 @@
-"""The NATS bus: connection, the JetStream streams and KV of DESIGN.md section 4, subjects,
+"""The NATS bus: connection, the JetStream streams and KV of docs/architecture.md, subjects,
 publishing with W3C trace context in headers; the consuming side (a pull worker that only
 fetches when it has a free slot, decoding) is in :mod:`switchboard.pull`, re-exported here."""
 
@@ -103,7 +103,8 @@ class Subjects:
         return f"{self.prefix}.health.{service}"
 
     def stream(self, base: str) -> str:
-        """Stream/bucket name: the DESIGN names for the default prefix, prefixed otherwise."""
+        """Stream/bucket name: as docs/architecture.md names them for the default prefix,
+        prefixed otherwise."""
         return base if self.prefix == "sb" else f"{self.prefix.upper()}_{base}"
 
     def deadletter(self, kind: str, channel: str) -> str:

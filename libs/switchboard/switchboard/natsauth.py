@@ -1,4 +1,5 @@
-"""NATS users: one per service, each allowed only the subjects it needs (DESIGN.md section 15).
+"""NATS users: one per service, each allowed only the subjects it needs (docs/architecture.md,
+SECURITY.md).
 
 The permission table below is the one source of truth. :func:`server_config` renders it as a
 nats-server ``authorization`` block whose passwords are environment references

@@ -1,5 +1,6 @@
-"""Queue modes (from Moltbot): how a session's pending lane items become runs. One enum, with
-each mode's behaviour as properties, so that no code branches on the mode's spelling."""
+"""Queue modes (docs/architecture.md, the lane protocol): how a session's pending lane items
+become runs. One enum, with each mode's behaviour as properties, so that no code branches on the
+mode's spelling."""
 
 from __future__ import annotations
 

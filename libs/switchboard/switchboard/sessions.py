@@ -1,4 +1,4 @@
-"""The names every service agrees on: agent ids, session keys (DESIGN.md section 6.1), the
+"""The names every service agrees on: agent ids, session keys (docs/architecture.md), the
 NATS-safe tokens that stand for session keys in subjects, and the ``Nats-Msg-Id`` of inbound
 messages. Build and parse them here; nothing else spells their formats.
 

@@ -1,4 +1,4 @@
-"""The block chunker of DESIGN.md section 6.5: a reply becomes chat-sized parts.
+"""The block chunker (docs/architecture.md): a reply becomes chat-sized parts.
 
 Parts end at the best break in ``[min_chars, max_chars]``: paragraph > newline > sentence >
 word, preferring breaks outside code fences. A part that has to end inside a fence gets the fence

@@ -1,4 +1,4 @@
-"""Compaction with a memory flush (DESIGN section 14: memory that survives compaction).
+"""Compaction with a memory flush (docs/compaction.md: memory that survives compaction).
 
 When a request would fill ``SB_COMPACTION_THRESHOLD`` of the model's context window
 (compaction_config.py; the size from context_view.ContextMeter), when the provider says the

@@ -1,4 +1,4 @@
-"""Whose memory a run reads and writes (DESIGN.md section 8, docs/trust.md): pure functions,
+"""Whose memory a run reads and writes (docs/memory-recall.md, docs/trust.md): pure functions,
 no I/O. The scope follows the session and the run's standing (:mod:`.standing`):
 
 - a group ``<agent>:<channel>:group:<id>`` (and its sub-agents): always the group's own,

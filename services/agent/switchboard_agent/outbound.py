@@ -1,4 +1,4 @@
-"""Publishing a committed run's reply on the OUTBOUND stream (DESIGN.md sections 4 and 6.6).
+"""Publishing a committed run's reply on the OUTBOUND stream (docs/architecture.md).
 
 The reply is chunked (:mod:`.chunker`) and each part goes to ``sb.outbound.<channel>.<account>``
 with ``Nats-Msg-Id = <run id>:<part>``, after the run's commit. Publishing the same run again

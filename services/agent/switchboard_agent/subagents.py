@@ -1,4 +1,4 @@
-"""Sub-agents (DESIGN.md section 6): a run hands tasks to child sessions that run on their own
+"""Sub-agents (docs/subagents.md): a run hands tasks to child sessions that run on their own
 lanes, like any session, on any replica.
 
 The way in is the lane itself: the agent appends the child's first item to

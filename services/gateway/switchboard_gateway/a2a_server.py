@@ -11,7 +11,7 @@ end), failed (with a message saying why) or canceled (``tasks/cancel`` aborts th
 as WebChat's abort does).
 
 Tasks live in the SDK's in-memory store (the newest ``SB_A2A_MAX_TASKS``): per gateway replica
-and lost on restart (README "A2A")."""
+and lost on restart (docs/a2a.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inbound webhooks (DESIGN.md section 9, docs/channels/webhooks.md): ``POST /hooks/wake`` (a
+"""Inbound webhooks (docs/channels/webhooks.md): ``POST /hooks/wake`` (a
 system event for the agent's main session), ``POST /hooks/agent`` (an agent turn, its reply
 optionally delivered to a chat) and ``POST /hooks/<mapping>`` (a templated one of either, from
 ``SB_HOOKS_MAPPINGS``).

@@ -1,4 +1,4 @@
-"""Debounce (DESIGN.md section 9): rapid-fire messages of one sender in one chat become one
+"""Debounce (docs/settings.md): rapid-fire messages of one sender in one chat become one
 lane item, so the agent answers the thought once instead of each fragment.
 
 The first message of a sender's burst leads: its handler waits until no further message came

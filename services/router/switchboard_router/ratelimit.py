@@ -1,4 +1,4 @@
-"""Per-sender rate limits (DESIGN.md section 9): a token bucket per (channel, sender), refilled
+"""Per-sender rate limits (docs/settings.md): a token bucket per (channel, sender), refilled
 at ``per_minute`` and holding at most ``burst``. A message over the limit is refused (reason
 ``rate_limited``), counted and never run.
 

@@ -1,4 +1,4 @@
-"""Route resolution (DESIGN.md section 6.1): an inbound message -> agent + session key."""
+"""Route resolution (docs/architecture.md): an inbound message -> agent + session key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inbound security (DESIGN.md section 9, docs/trust.md): whether a message may reach an agent
+"""Inbound security (docs/trust.md): whether a message may reach an agent
 at all, decided before it is routed, and the role (``InboundMessage.role``) of the sender it
 admits. Refused messages are counted (``sb_router_refused_total{channel,reason}``) and never
 run.

@@ -1,4 +1,4 @@
-"""The interface of a chat channel adapter (DESIGN.md sections 9 and 15): verify a platform's
+"""The interface of a chat channel adapter (docs/adding-a-channel.md): verify a platform's
 webhook, parse it into normalized inbound messages, and format and send reply parts back.
 
 An adapter is one file in this package; the gateway serves its webhook at

@@ -1,4 +1,4 @@
-"""Slack's Events API payloads as inbound messages (DESIGN.md section 9).
+"""Slack's Events API payloads as inbound messages (docs/channels/slack.md).
 
 One call carries one envelope: ``url_verification`` (answered with its challenge) or an
 ``event_callback`` with one event. ``app_mention`` in a channel and ``message`` in a DM (or in
