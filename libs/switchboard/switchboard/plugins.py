@@ -53,7 +53,11 @@ class PluginSettings(Settings):
     """``SB_PLUGINS`` (JSON list of names to enable, in order) and ``SB_PLUGINS_CONFIG`` (JSON
     object: plugin name -> its configuration)."""
 
+    # JSON list of the plugins to enable, by entry point name of switchboard.plugins, in order
+    # (installing a package enables nothing).
     plugins: list[str] = Field(default_factory=list)
+    # JSON object: each plugin's configuration ({"<name>": {...}}), checked against its manifest's
+    # schema before setup.
     plugins_config: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 

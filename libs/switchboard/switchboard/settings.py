@@ -144,25 +144,34 @@ def _reading(environ: Mapping[str, str]) -> Iterator[None]:
 class CommonSettings(Settings):
     """What every service needs: the bus, identity, logging, telemetry and its ops port."""
 
+    # The data directory (embedded mode keeps nats/, pg/, logs/, secrets/, workspaces/ there).
     home: Path = Field(default_factory=default_home)
     # One URL, or every node of a cluster comma-separated (bus.servers).
     nats_url: str = "nats://127.0.0.1:4222"
     # The service's own NATS user (switchboard.natsauth); empty: anonymous, for a server
     # without authorization (tests of the library only).
     nats_user: str = ""
+    # The password of SB_NATS_USER.
     nats_password: SecretStr = SecretStr("")
     # Replicas of every stream and KV bucket the stream owner creates (bus.ensure_streams): 1
     # on one server; 3 on a cluster of three or more nodes (switchboard up --nats-cluster sets it).
     nats_replicas: int = Field(default=1, ge=1, le=5)
     # TLS to NATS: a CA bundle to verify the server with (a tls:// URL alone uses the system's).
     nats_tls_ca: Path | None = None
+    # The first token of every NATS subject (one token, e.g. 'sb').
     subject_prefix: str = "sb"
+    # This replica's name (its NATS connection, traces' service.instance.id); empty: the service's
+    # name.
     instance: str = ""
+    # DEBUG, INFO, WARNING, ERROR or CRITICAL.
     log_level: str = "INFO"
+    # Log one JSON object per line (false: plain text, for a terminal).
     log_json: bool = True
     # Health and metrics; loopback unless a deployment opens it (Compose and Kubernetes do).
     ops_host: str = "127.0.0.1"
+    # Port of the health (/healthz, /readyz) and /metrics server.
     ops_port: int = Field(default=0, ge=0, le=65535)
+    # Export traces over OTLP/gRPC to this endpoint; empty: no export.
     otlp_endpoint: str = Field(
         default="",
         validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "SB_OTLP_ENDPOINT"),
@@ -207,21 +216,29 @@ class RpcSettings(Settings):
 class DatabaseSettings(Settings):
     """Mixin for services that own a PostgreSQL schema."""
 
+    # The PostgreSQL the service keeps its schema in (postgresql://user:password@host:port/db).
     database_url: SecretStr = SecretStr("postgresql://postgres@127.0.0.1:5432/postgres")
+    # Connections of the service's PostgreSQL pool at most.
     database_pool_max: int = Field(default=10, ge=1, le=200)
 
 
 class ModelSettings(Settings):
     """The model provider: keys keep their usual names (and accept ``SB_`` ones)."""
 
+    # The model, as provider:model (e.g. openai:gpt-4o-mini) or a tier (tier:fast); empty: chosen
+    # from the keys set.
     model: str = ""
+    # Use Anthropic's models with this key.
     anthropic_api_key: SecretStr = Field(
         default=SecretStr(""), validation_alias=env_alias("ANTHROPIC_API_KEY")
     )
+    # Another Anthropic-compatible endpoint; empty: Anthropic's.
     anthropic_base_url: str = Field(default="", validation_alias=env_alias("ANTHROPIC_BASE_URL"))
+    # Use OpenAI's (or an OpenAI-compatible server's) models with this key.
     openai_api_key: SecretStr = Field(
         default=SecretStr(""), validation_alias=env_alias("OPENAI_API_KEY")
     )
+    # An OpenAI-compatible server (Ollama, vLLM...); empty: OpenAI's.
     openai_base_url: str = Field(default="", validation_alias=env_alias("OPENAI_BASE_URL"))
 
     def configured_by(self) -> list[str]:

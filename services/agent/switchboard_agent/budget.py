@@ -72,6 +72,8 @@ class Budget(Limits):
 
 
 class BudgetSettings(Settings):
+    # JSON limits, each optional: session_tokens, session_usd, agent_daily_tokens, agent_daily_usd
+    # (UTC day), run_tokens, run_iterations, and agents: {"<agent>": {...}} for one agent.
     budget: Budget | None = None
     # {"provider:model" | "model": {"input": usd, "output": usd}} per million tokens.
     prices: dict[str, Price] = Field(default_factory=dict)

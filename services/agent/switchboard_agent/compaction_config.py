@@ -47,6 +47,7 @@ class CompactionSettings(Settings):
     model_context: dict[str, Annotated[int, Field(ge=1_000)]] = Field(default_factory=dict)
     # Compact a session when a request would fill this share of the model's window.
     compaction: bool = True
+    # The share of the model's window a request may fill before the session is compacted.
     compaction_threshold: float = Field(default=0.8, gt=0.1, le=1.0)
     # Recent user turns kept as they are (fewer when they alone fill 40% of the window).
     compaction_keep_turns: int = Field(default=4, ge=1, le=100)

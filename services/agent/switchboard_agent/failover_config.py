@@ -32,13 +32,18 @@ class FailoverSettings(Settings):
     # The SDKs' own retries: 0, because a retry inside the SDK hides a 429 from the failover
     # (it would wait out retry-after on the failing model instead of moving on).
     model_sdk_retries: int = Field(default=0, ge=0, le=10)
+    # The longest one model call may take.
     model_timeout_s: float = Field(default=120.0, gt=0)
     # A model answering 429/5xx without retry-after rests this long; a refused profile this
-    # long (Moltbot's hour); the longest wait for a resting model when no other can answer;
+    # long (an hour); the longest wait for a resting model when no other can answer;
     # model calls one request may make in all (failovers, waits and the overflow retry).
     model_cooldown_s: float = Field(default=5.0, ge=0)
+    # How long a profile whose key was refused (401/403) rests.
     auth_cooldown_s: float = Field(default=3600.0, ge=0)
+    # The longest wait for a resting model when no other can answer (a longer retry-after fails at
+    # once).
     failover_max_wait_s: float = Field(default=30.0, ge=0)
+    # Model calls one request may make in all (failovers, waits and the overflow retry).
     model_max_attempts: int = Field(default=6, ge=1, le=50)
 
 

@@ -23,15 +23,23 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # A refused value (a weak token...) is never echoed in the error's text.
     model_config = SettingsConfigDict(hide_input_in_errors=True)
 
+    # Where the HTTP API listens (embedded mode: 127.0.0.1).
     http_host: str = "0.0.0.0"
+    # The HTTP API's port (OpenAI-compatible API, WebChat, channels' webhooks).
     http_port: int = Field(default=8080, ge=0, le=65535)
+    # The bearer token of every endpoint but /, /healthz and /readyz; a weak or well-known one
+    # (change-me, short...) is refused at start.
     gateway_token: SecretStr = SecretStr("")
+    # The agent's gRPC address(es), comma-separated.
     agent_addr: str = "127.0.0.1:50051"
+    # The router's gRPC address(es), comma-separated (pairing commands).
     router_addr: str = "127.0.0.1:50052"
     memory_addr: str = "127.0.0.1:50053"
     scheduler_addr: str = "127.0.0.1:50054"
     media_addr: str = "127.0.0.1:50055"
+    # The agent a request that names none goes to.
     default_agent: AgentId = "main"
+    # How long a chat request waits for the agent's reply.
     reply_timeout_s: float = Field(default=300.0, gt=0)
     # Seconds a message is offered to NATS again (same id: stored once) while a stream has no
     # leader, e.g. a node of a NATS cluster died; then 503 bus_unavailable.
@@ -43,38 +51,53 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     # Messages of one chat completion request.
     max_messages_per_request: int = Field(default=1000, ge=1, le=MESSAGES_CEILING)
-    # Event streams (session events, streamed chat completions) open at once per bearer token,
-    # and how long one may stay open before it ends (the client reconnects).
+    # Event streams (session events, streamed chat completions) open at once per bearer token.
     max_streams_per_token: int = Field(default=64, ge=1)
+    # How long one event stream may stay open before it ends (the client reconnects).
     stream_max_lifetime_s: float = Field(default=3600.0, gt=0)
+    # How long POST /tools/invoke waits for the agent to run the tool.
     tool_invoke_timeout_s: float = Field(default=330.0, gt=0)
     # Reply parts sent to channel platforms at once (per channel), and attempts per part.
     outbound_concurrency: int = Field(default=16, ge=1, le=1000)
+    # Attempts to deliver one reply part before it is dead-lettered.
     outbound_max_attempts: int = Field(default=8, ge=1, le=100)
 
     # Chat channels (README "Channels"): one account each from the environment, "default".
     # A channel is served when its credentials are set; each *_api_base is for self-hosted API
     # servers and tests.
     telegram_bot_token: SecretStr = SecretStr("")
+    # Telegram's secret_token, checked on every webhook call.
     telegram_webhook_secret: SecretStr = SecretStr("")
+    # Telegram's Bot API base URL (a self-hosted Bot API server, tests).
     telegram_api_base: str = "https://api.telegram.org"
+    # webhook (Telegram calls the gateway) or polling (the gateway calls getUpdates).
     telegram_mode: Literal["webhook", "polling"] = "webhook"
     # The public URL of POST /channels/telegram/default, registered with setWebhook at start.
     telegram_webhook_url: str = ""
     # Polling mode (docs/channels/telegram-polling.md): getUpdates' long poll in seconds, and
     # how much longer a poll may stay unanswered before the watchdog restarts it.
     telegram_poll_timeout_s: int = Field(default=30, ge=1, le=50)
+    # How much longer than its long poll a getUpdates call may stay unanswered before the watchdog
+    # restarts it.
     telegram_poll_watchdog_margin_s: float = Field(default=15.0, gt=0, le=300)
+    # Slack's bot token (xoxb-...): serves Slack when set.
     slack_bot_token: SecretStr = SecretStr("")
+    # Slack's signing secret: events without a valid signature are refused.
     slack_signing_secret: SecretStr = SecretStr("")
+    # Slack's Web API base URL.
     slack_api_base: str = "https://slack.com/api/"
     # Where the gateway downloads Slack files with the bot token (channels/slack_files.py):
     # origins of url_private, and networks the SSRF guard lets it reach (none: public only).
     slack_file_origins: list[str] = Field(default_factory=lambda: ["https://files.slack.com"])
+    # JSON list of networks Slack file downloads may reach although the SSRF guard refuses them.
     slack_file_allow_cidrs: list[str] = Field(default_factory=list)
+    # Discord's bot token: serves Discord when set.
     discord_bot_token: SecretStr = SecretStr("")
+    # The Discord application's public key: interactions without a valid signature are refused.
     discord_public_key: str = ""
+    # The Discord application's id.
     discord_application_id: str = ""
+    # Discord's API base URL.
     discord_api_base: str = "https://discord.com/api/v10"
     # Hold Discord's gateway connection (WebSocket) for DMs and mentions, on one replica under
     # a lease (docs/channels/discord.md); off: slash commands only.
@@ -85,6 +108,7 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # Recent events kept per session for clients that reconnect (resume with last_seq), and how
     # long a session's events are still kept after its last socket closed.
     webchat_replay_events: int = Field(default=1000, ge=10, le=100_000)
+    # How long a session's events are still kept after its last socket closed.
     webchat_replay_grace_s: float = Field(default=300.0, ge=0, le=86_400)
     # Seconds a new socket has to send its connect request before it is closed.
     webchat_connect_timeout_s: float = Field(default=10.0, gt=0, le=300)

@@ -23,22 +23,33 @@ MIB = 1024 * 1024
 
 
 class MediaSettings(CommonSettings, RpcSettings, DatabaseSettings):
+    # Where the media service's gRPC listens (embedded mode: 127.0.0.1).
     media_grpc_host: str = "127.0.0.1"
+    # Port of the media service's gRPC (Media).
     media_grpc_port: int = Field(default=50055, ge=0, le=65535)
+    # Where the files are kept (mode 0700); unset: $SB_HOME/media.
     media_dir: Path | None = None
+    # How long a file lives after its last ingest.
     media_ttl_s: int = Field(default=86_400, ge=1)
     # The size cap of one file, enforced while it arrives (bytes, or a URL's body).
     media_max_bytes: int = Field(default=50 * MIB, ge=1024, le=1024 * MIB)
     # Pixels an image may declare: larger is refused as a decompression bomb before decoding.
     media_max_pixels: int = Field(default=50_000_000, ge=1_000, le=1_000_000_000)
+    # How often expired files are deleted.
     media_cleanup_interval_s: float = Field(default=300.0, gt=0)
     # Networks URL ingest may reach although the SSRF guard refuses them (e.g. an intranet).
     media_fetch_allow_cidrs: list[str] = Field(default_factory=list)
+    # The longest a URL ingest may take to read.
     media_fetch_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    # Redirects a URL ingest follows (each checked by the SSRF guard).
     media_fetch_max_redirects: int = Field(default=5, ge=0, le=20)
+    # An OpenAI-compatible /v1/audio/transcriptions base URL, for voice notes.
     transcription_base_url: str = "https://api.openai.com/v1"
+    # Its key (the model's OPENAI_API_KEY is not read); empty: voice notes are not transcribed.
     transcription_api_key: SecretStr = SecretStr("")
+    # The transcription model.
     transcription_model: str = "whisper-1"
+    # The longest one transcription may take.
     transcription_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
     @field_validator("media_fetch_allow_cidrs")

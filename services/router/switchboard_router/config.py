@@ -1,6 +1,6 @@
 """Router settings.
 
-Inbound security (DESIGN.md section 9, docs/trust.md, see :mod:`switchboard_router.security`):
+Inbound security (docs/trust.md, see :mod:`switchboard_router.security`):
 
 - ``SB_OWNERS``: a JSON list of ``"<channel>:<sender id>"``, the owner's identities on chat
   channels; ``SB_APPROVERS`` (the older name, same format) is folded into them.
@@ -71,11 +71,19 @@ class ChannelSecurity(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # Who may DM the agent on this channel (pairing, allowlist, open); unset: SB_DM_POLICY.
     dm_policy: DmPolicy | None = None
+    # JSON list of the sender ids this channel admits in DMs.
     allow_from: frozenset[str] = frozenset()
+    # Which of this channel's groups reach the agent; unset: SB_GROUP_POLICY.
     group_policy: GroupPolicy | None = None
+    # JSON list of the group ids this channel admits (Telegram chat ids, Slack and Discord channel
+    # ids).
     groups: frozenset[str] = frozenset()
+    # JSON list of the sender ids who may talk to the bot in this channel's admitted groups (none:
+    # every member; owners always may).
     group_allow_from: frozenset[str] = frozenset()
+    # In this channel's groups: mention or always; unset: SB_GROUP_ACTIVATION.
     group_activation: GroupActivation | None = None
 
     @field_validator("allow_from", "groups", "group_allow_from", mode="before")
@@ -196,30 +204,43 @@ class RouterSettings(CommonSettings, RpcSettings):
     # The owner's identities on chat channels (docs/trust.md); SB_APPROVERS, the older name,
     # counts the same (see owner_identities).
     owners: Annotated[frozenset[str], NoDecode] = frozenset()
+    # The older name of SB_OWNERS (same format), folded into it.
     approvers: Annotated[frozenset[str], NoDecode] = frozenset()
     # Per-channel queue modes, e.g. SB_CHANNEL_QUEUE_MODES='{"telegram": "collect"}'. A channel
     # without one follows the agent's SB_QUEUE_MODE; a session override beats both.
     channel_queue_modes: dict[str, QueueMode] = Field(default_factory=dict)
+    # Inbound messages one router replica handles at once.
     concurrency: int = Field(default=64, ge=1, le=10_000)
+    # Who may DM the agent on every chat channel: pairing (the allow list plus senders an operator
+    # approved by code), allowlist or open.
     dm_policy: DmPolicy = DmPolicy.PAIRING
+    # Which groups reach the agent on every channel: allowlist (the listed group ids), pairing or
+    # open.
     group_policy: GroupPolicy = GroupPolicy.ALLOWLIST
+    # In groups, run only messages that mention the bot (mention) or every one (always).
     group_activation: GroupActivation = GroupActivation.MENTION
+    # The per-channel settings as one JSON map, e.g. {"telegram": {"dm_policy": "allowlist",
+    # "allow_from": ["42"]}}; an SB_<CHANNEL>_* variable wins over its entry.
     channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
     # SB_BINDINGS: a JSON list of bindings, e.g. [{"channel": "slack", "group": "C123",
     # "agent": "team"}]; see Binding.
     bindings: tuple[Binding, ...] = ()
     # Per-sender rate limit on chat channels (0: none), and the burst a sender may send at once.
     rate_limit_per_minute: float = Field(default=30.0, ge=0)
+    # Messages a sender may send at once before the per-minute rate applies.
     rate_limit_burst: int = Field(default=20, ge=1)
     # Messages of one sender in one chat that arrive within debounce_ms of each other become
     # one lane item (0: off), held at most debounce_max_ms from the first.
     debounce_ms: int = Field(default=0, ge=0, le=60_000)
+    # The longest a burst of debounced messages is held from its first.
     debounce_max_ms: int = Field(default=5_000, ge=0, le=20_000)  # well inside the ack wait
     # gRPC RouterAdmin (pairing); loopback unless Compose or Kubernetes open it.
     router_grpc_host: str = "127.0.0.1"
+    # Port of the router's gRPC (RouterAdmin).
     router_grpc_port: int = Field(default=50052, ge=0, le=65535)
     # A pairing code is valid this long; at most this many wait per channel (more: no code).
     pairing_ttl_s: float = Field(default=3600.0, gt=0)
+    # Pairing requests waiting per channel at most (more: no code is sent).
     pairing_max_pending: int = Field(default=20, ge=1, le=10_000)
 
     @field_validator("dm_policy", mode="before")

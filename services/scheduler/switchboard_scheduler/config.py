@@ -51,7 +51,9 @@ class QuietHours(BaseModel):
 
 
 class SchedulerSettings(CommonSettings, RpcSettings, DatabaseSettings):
+    # Where the scheduler's gRPC listens (embedded mode: 127.0.0.1).
     scheduler_grpc_host: str = "127.0.0.1"
+    # Port of the scheduler's gRPC (Scheduler).
     scheduler_grpc_port: int = Field(default=50054, ge=0, le=65535)
     default_agent: AgentId = "main"
     # The agents' workspaces (watch_file jobs read a file inside $SB_WORKSPACES_DIR/<agent>).
@@ -61,6 +63,7 @@ class SchedulerSettings(CommonSettings, RpcSettings, DatabaseSettings):
     scheduler_poll_s: float = Field(default=1.0, gt=0, le=60)
     # Due jobs one replica claims per transaction, and fires at once.
     scheduler_batch: int = Field(default=100, ge=1, le=10_000)
+    # Due jobs one replica fires at once.
     scheduler_concurrency: int = Field(default=64, ge=1, le=10_000)
     # A job due longer ago than this was missed (the scheduler was down): its policy decides
     # ("skip" or "run_once").
@@ -69,8 +72,12 @@ class SchedulerSettings(CommonSettings, RpcSettings, DatabaseSettings):
     scheduler_min_interval_s: float = Field(default=1.0, gt=0)
     # Webhooks and URL watchers go through the SSRF guard; these networks are let through.
     scheduler_fetch_allow_cidrs: list[str] = Field(default_factory=list)
+    # The largest response body a webhook or URL watcher reads.
     scheduler_fetch_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # The longest one webhook call or URL check may take.
     scheduler_fetch_timeout_s: float = Field(default=15.0, gt=0, le=300)
+    # JSON quiet hours per agent, agent:channel or *: {"start": "HH:MM", "end": "HH:MM", "tz"};
+    # proactive jobs due inside wait until the window ends (see this module's docstring).
     quiet_hours: dict[str, QuietHours] = Field(default_factory=dict)
 
     def workspace_root(self) -> Path:

@@ -35,6 +35,8 @@ class A2ASettings(BaseSettings):
         env_prefix="SB_", extra="ignore", frozen=True, hide_input_in_errors=True
     )
 
+    # Remote A2A agents a2a_delegate may reach, JSON {"<name>": {"url", "token"?, "description"?}}
+    # (secret: it holds tokens).
     a2a_agents: dict[str, A2AAgent] = Field(default_factory=dict)
     # Seconds one delegation may take (card, message, polling), within the call's own timeout.
     a2a_timeout_s: float = Field(default=120.0, gt=0, le=3600)

@@ -97,6 +97,8 @@ class McpSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SB_", extra="ignore", frozen=True)
 
+    # JSON list of MCP servers whose tools are offered (stdio in the sandbox, or streamable HTTP);
+    # see mcp/config.py.
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
 
     @field_validator("mcp_servers")
