@@ -1,5 +1,7 @@
 """gRPC ``Approvals`` (list and decide tool-call approvals) and ``ToolAccess`` (direct tool
-invocation through the same policy and executor path as a run's calls)."""
+invocation through the same policy and executor path as a run's calls). A refusal is a kind
+of :mod:`switchboard.errors` with its ``sb-error`` code (``policy_denied``...), turned into its
+status by :func:`.grpc_errors`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ import grpc
 from jsonschema import Draft202012Validator
 
 from switchboard import trust
-from switchboard.errors import InvalidSessionKey
+from switchboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from switchboard.errors_map import grpc_errors
 from switchboard.sessions import validate_session_key
 from switchboard.trust import Role
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc, messages_pb2
@@ -23,6 +31,7 @@ from .toolgate import ToolRules
 from .tools_client import CallRequest, ToolDispatcher
 
 INVOKE_CHANNEL = "api"  # an invoke has no chat of its own
+statuses = grpc_errors("the agent failed")
 
 
 def approval_pb(r: ApprovalRow) -> approvals_pb2.Approval:
@@ -50,6 +59,7 @@ class ApprovalsService(approvals_pb2_grpc.ApprovalsServicer):
         self.store = store
         self.waiter = waiter
 
+    @statuses
     async def List(
         self, request: approvals_pb2.ListApprovalsRequest, context: grpc.aio.ServicerContext
     ) -> approvals_pb2.ListApprovalsResponse:
@@ -57,6 +67,7 @@ class ApprovalsService(approvals_pb2_grpc.ApprovalsServicer):
         rows = await self.store.find(request.session_key, request.status, limit)
         return approvals_pb2.ListApprovalsResponse(approvals=[approval_pb(r) for r in rows])
 
+    @statuses
     async def Decide(
         self, request: approvals_pb2.DecideApprovalRequest, context: grpc.aio.ServicerContext
     ) -> approvals_pb2.Approval:
@@ -65,14 +76,10 @@ class ApprovalsService(approvals_pb2_grpc.ApprovalsServicer):
             row = await self.store.decide(
                 request.approval_id, status, request.decided_by, request.reason[:2000]
             )
-        except ApprovalNotFound:
-            await context.abort(grpc.StatusCode.NOT_FOUND, "no such approval")
-            raise
+        except ApprovalNotFound as exc:
+            raise NotFound("no such approval") from exc
         except AlreadyDecided as exc:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION, f"the approval is already {exc.row.status}"
-            )
-            raise
+            raise FailedPrecondition(f"the approval is already {exc.row.status}") from exc
         await self.waiter.notify(row.run_id)
         return approval_pb(row)
 
@@ -90,23 +97,17 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
         self.tools = tools
         self.local = local or LocalTools()  # the agent's own tools (memory_*, message)
 
+    @statuses
     async def Invoke(
         self, request: approvals_pb2.InvokeToolRequest, context: grpc.aio.ServicerContext
     ) -> approvals_pb2.InvokeToolResponse:
-        async def refuse(code: grpc.StatusCode, kind: str, message: str) -> None:
-            context.set_trailing_metadata((("sb-error", kind),))
-            await context.abort(code, message)
-
         try:
             key = validate_session_key(request.session_key)
             args = json.loads(request.args_json or "{}")
-        except (InvalidSessionKey, ValueError) as exc:
-            await refuse(grpc.StatusCode.INVALID_ARGUMENT, "invalid_request", str(exc))
-            raise
+        except ValueError as exc:  # an invalid session key is one too
+            raise InvalidArgument(str(exc), code="invalid_request") from exc
         if not isinstance(args, dict):
-            await refuse(
-                grpc.StatusCode.INVALID_ARGUMENT, "invalid_arguments", "args: not an object"
-            )
+            raise InvalidArgument("args: not an object", code="invalid_arguments")
         agent = request.agent or "main"
         state = await self.sessions.lane_state(key)
         # The gateway's caller holds its token: the operator's message into the session, which
@@ -123,25 +124,22 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
         policy = self.rules.policy(agent, key, state.tool_policy, standing=standing)
         decision = policy.allows(request.tool)
         if not decision.allowed:
-            await refuse(grpc.StatusCode.PERMISSION_DENIED, "policy_denied", decision.reason)
+            raise PermissionDenied(decision.reason, code="policy_denied")
         offered = self.local.offered(await self.tools.specs(agent), agent)
         spec = next((s for s in offered if s.name == request.tool), None)
         if spec is None:
-            await refuse(grpc.StatusCode.NOT_FOUND, "unknown_tool", f"no tool {request.tool!r}")
-            raise AssertionError  # unreachable: abort raised
+            raise NotFound(f"no tool {request.tool!r}", code="unknown_tool")
         errors = sorted(Draft202012Validator(spec.parameters).iter_errors(args), key=str)
         if errors:
-            await refuse(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "invalid_arguments",
+            raise InvalidArgument(
                 f"Invalid arguments for {request.tool}: {errors[0].message[:300]}",
+                code="invalid_arguments",
             )
         rule = self.rules.approvals.requires_approval(request.tool, args)
         if rule is not None:
-            await refuse(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "approval_required",
+            raise PermissionDenied(
                 f"{request.tool} requires approval ({rule}); call it from a session instead",
+                code="approval_required",
             )
         if request.dry_run:
             return approvals_pb2.InvokeToolResponse(ok=True, text=decision.reason)

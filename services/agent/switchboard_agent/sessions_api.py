@@ -1,6 +1,7 @@
 """gRPC Sessions service: sessions and transcripts (List, History), their settings (Patch),
 and Reset, Delete, Abort (what they mean for the lane: :mod:`session_admin`), Compact
-(:mod:`compaction`)."""
+(:mod:`compaction`). Refusals are kinds of :mod:`switchboard.errors` (INVALID_ARGUMENT,
+NOT_FOUND...), turned into statuses with their text by :func:`.grpc_errors`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Any
 
 import grpc
 
-from switchboard.errors import InvalidSessionKey
+from switchboard.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unimplemented,
+)
+from switchboard.errors_map import grpc_errors
 from switchboard.queue_modes import QueueMode
 from switchboard.sessions import parse_session_key, validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
@@ -23,20 +30,13 @@ from .store import SessionStore
 from .usage import Totals, UsageStore
 
 DEFAULT_MODE = "default"  # Patch: drop the session's override
+NOT_HERE = "not available on this server"
+statuses = grpc_errors("the agent failed")
 
 
 def epoch_ms(dt: datetime | None) -> int:
     """Milliseconds since the epoch for the protobuf ``*_ms`` fields; 0 for no time."""
     return int(dt.timestamp() * 1000) if dt else 0
-
-
-async def _valid_key(key: str, context: grpc.aio.ServicerContext) -> str:
-    """The key, or the call aborted with INVALID_ARGUMENT and the reason."""
-    try:
-        return validate_session_key(key)
-    except InvalidSessionKey as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        raise  # abort() raises; this keeps the type checker informed
 
 
 def usage_totals(t: Totals) -> sessions_pb2.UsageTotals:
@@ -63,54 +63,55 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         self.usage = usage or UsageStore(store.pool)
         self.compactor = compactor
 
-    async def _admin(self, context: grpc.aio.ServicerContext) -> SessionAdmin:
+    def _admin(self) -> SessionAdmin:
         if self.admin is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not available on this server")
-        assert self.admin is not None
+            raise Unimplemented(NOT_HERE)
         return self.admin
 
+    @statuses
     async def Reset(
         self, request: sessions_pb2.ResetSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.ResetSessionResponse:
-        key = await _valid_key(request.session_key, context)
-        removed = await (await self._admin(context)).reset(key)
+        key = validate_session_key(request.session_key)
+        removed = await self._admin().reset(key)
         if removed is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
+            raise NotFound(f"there is no session {key!r}")
         return sessions_pb2.ResetSessionResponse(session_key=key, messages_removed=removed or 0)
 
+    @statuses
     async def Delete(
         self, request: sessions_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.DeleteSessionResponse:
-        key = await _valid_key(request.session_key, context)
-        removed = await (await self._admin(context)).delete(key, request.requested_by[:200])
+        key = validate_session_key(request.session_key)
+        removed = await self._admin().delete(key, request.requested_by[:200])
         if removed is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
+            raise NotFound(f"there is no session {key!r}")
         return sessions_pb2.DeleteSessionResponse(session_key=key, messages_removed=removed or 0)
 
+    @statuses
     async def Abort(
         self, request: sessions_pb2.AbortSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.AbortSessionResponse:
-        key = await _valid_key(request.session_key, context)
+        key = validate_session_key(request.session_key)
         by = request.requested_by[:200] or "api"
-        aborted = await (await self._admin(context)).abort(key, by)
+        aborted = await self._admin().abort(key, by)
         return sessions_pb2.AbortSessionResponse(session_key=key, aborted=aborted)
 
+    @statuses
     async def Compact(
         self, request: sessions_pb2.CompactSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.CompactSessionResponse:
-        key = await _valid_key(request.session_key, context)
+        key = validate_session_key(request.session_key)
         if not 0 <= request.keep_turns <= 100:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "keep_turns must be 0-100")
-        admin = await self._admin(context)
+            raise InvalidArgument("keep_turns must be 0-100")
+        admin = self._admin()
         if self.compactor is None or self.models is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not available on this server")
-        assert self.compactor is not None and self.models is not None
+            raise Unimplemented(NOT_HERE)
         done = await self.compactor.compact_now(
             key, request.keep_turns, self.models, admin.nc, admin.subjects
         )
         if done is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no session {key!r}")
-        assert done is not None
+            raise NotFound(f"there is no session {key!r}")
         return sessions_pb2.CompactSessionResponse(
             session_key=key,
             compacted=done.compacted,
@@ -123,6 +124,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
             tokens_after=done.tokens_after,
         )
 
+    @statuses
     async def Usage(
         self, request: sessions_pb2.UsageRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.UsageResponse:
@@ -130,11 +132,9 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         if request.day:
             try:
                 day = date.fromisoformat(request.day)
-            except ValueError:
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT, "day must be a date like 2026-01-31 (UTC)"
-                )
-        key = await _valid_key(request.session_key, context) if request.session_key else ""
+            except ValueError as exc:
+                raise InvalidArgument("day must be a date like 2026-01-31 (UTC)") from exc
+        key = validate_session_key(request.session_key) if request.session_key else ""
         total, rows = await self.usage.report(request.agent, day, key, request.run_id)
         return sessions_pb2.UsageResponse(
             total=usage_totals(total),
@@ -149,10 +149,11 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
             ],
         )
 
+    @statuses
     async def History(
         self, request: sessions_pb2.HistoryRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.HistoryResponse:
-        key = await _valid_key(request.session_key, context)
+        key = validate_session_key(request.session_key)
         rows = await self.store.history(key, max(0, request.limit))
         return sessions_pb2.HistoryResponse(
             session_key=key,
@@ -167,15 +168,15 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
             ],
         )
 
+    @statuses
     async def Patch(
         self, request: sessions_pb2.PatchSessionRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.PatchSessionResponse:
-        key = await _valid_key(request.session_key, context)
+        key = validate_session_key(request.session_key)
         mode = request.queue_mode
         if mode and mode != DEFAULT_MODE and not QueueMode.is_mode(mode):
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"queue_mode must be one of {QueueMode.names()} or '{DEFAULT_MODE}'",
+            raise InvalidArgument(
+                f"queue_mode must be one of {QueueMode.names()} or '{DEFAULT_MODE}'"
             )
         agent = parse_session_key(key).root.agent or "main"
         policy_json = request.tool_policy_json
@@ -187,17 +188,16 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
                     ToolPolicy.from_config(data, "tool_policy")
                     policy = data
             except (ValueError, PolicyError) as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tool policy: {exc}")
+                raise InvalidArgument(f"invalid tool policy: {exc}") from exc
         model = request.model.strip()
         if model and model != DEFAULT_MODE:
-            model = await self._checked_model(model, context)
+            model = self._checked_model(model)
         if mode:
             mode = await self.store.set_queue_mode(key, agent, "" if mode == DEFAULT_MODE else mode)
         if policy_json:
             await self.store.set_tool_policy(key, agent, policy)
         if model:
-            admin = await self._admin(context)
-            await admin.set_model(key, agent, "" if model == DEFAULT_MODE else model)
+            await self._admin().set_model(key, agent, "" if model == DEFAULT_MODE else model)
         state = await self.store.lane_state(key)
         return sessions_pb2.PatchSessionResponse(
             session_key=key,
@@ -206,16 +206,15 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
             model=state.model,
         )
 
-    async def _checked_model(self, ref: str, context: grpc.aio.ServicerContext) -> str:
+    def _checked_model(self, ref: str) -> str:
         if self.models is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no model is configured")
-        assert self.models is not None
+            raise FailedPrecondition("no model is configured")
         try:
             return self.models.check(ref)
         except ModelChoiceError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
+            raise InvalidArgument(str(exc)) from exc
 
+    @statuses
     async def List(
         self, request: sessions_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> sessions_pb2.ListSessionsResponse:

@@ -4,6 +4,7 @@ served by the agent over gRPC: the agent owns tool policy and the ToolCall rows.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Literal
 
 import grpc
@@ -14,17 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from switchboard.sessions import AgentId, direct_key, parse_session_key
 from switchboard.v1 import approvals_pb2, approvals_pb2_grpc
 
-from .errors import ApiError, agent_error, checked_session_key
+from .errors import AGENT, ApiError, backend_error, checked_session_key
 
 router = APIRouter()
 STATUSES = ("awaiting_approval", "approved", "denied", "expired", "cancelled")
-# gRPC status of a refused invocation -> HTTP status (the agent tags each refusal).
+# The gRPC statuses of a refused invocation (the agent tags each refusal with its code).
 _INVOKE_REFUSALS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
 }
+_DECIDED = grpc.StatusCode.FAILED_PRECONDITION  # the approval was decided already
+DECIDING = replace(AGENT, ours=frozenset({_DECIDED}), codes={_DECIDED: "already_decided"})
 
 
 class Decision(BaseModel):
@@ -83,7 +86,7 @@ async def list_approvals(
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Approvals.List", {}) from exc
+        raise backend_error(exc, AGENT, "Approvals.List") from exc
     return {"approvals": [approval_json(a) for a in reply.approvals]}
 
 
@@ -102,10 +105,7 @@ async def decide(approval_id: str, body: Decision, request: Request) -> dict[str
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.NOT_FOUND:
             raise ApiError(404, f"No approval {approval_id!r}", code="approval_not_found") from exc
-        error = agent_error(exc, "Approvals.Decide", {grpc.StatusCode.FAILED_PRECONDITION: 409})
-        if error.status == 409:
-            error.code = "already_decided"
-        raise error from exc
+        raise backend_error(exc, DECIDING, "Approvals.Decide") from exc
     return approval_json(reply)
 
 
@@ -132,7 +132,7 @@ async def invoke(body: Invoke, request: Request) -> JSONResponse:
             timeout=settings.tool_invoke_timeout_s,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "ToolAccess.Invoke", _INVOKE_REFUSALS, marked=True) from exc
+        raise backend_error(exc, AGENT, "ToolAccess.Invoke", _INVOKE_REFUSALS, marked=True) from exc
     return JSONResponse(
         {
             "ok": reply.ok,

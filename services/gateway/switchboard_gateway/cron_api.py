@@ -9,7 +9,6 @@ or ``+10m``); the answer adds ``next_run``, ``last_run``, ``last_result``, ``las
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -21,10 +20,9 @@ from switchboard import scheduling
 from switchboard.errors import InvalidSchedule
 from switchboard.v1 import messages_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-from .errors import ApiError
+from .errors import SCHEDULER, ApiError, backend_error
 from .hooks_config import Deliver
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/cron")
 TIMEOUT_S = 10.0
 RUN_TIMEOUT_S = 60.0  # a webhook or a watched URL answers within the scheduler's fetch timeout
@@ -54,22 +52,6 @@ class JobBody(BaseModel):
 def _stub(request: Request) -> scheduler_pb2_grpc.SchedulerStub:
     stub: scheduler_pb2_grpc.SchedulerStub = request.app.state.scheduler
     return stub
-
-
-def _error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
-    """The scheduler aborts with caller-safe details on NOT_FOUND, INVALID_ARGUMENT and
-    ALREADY_EXISTS; anything else is logged and answered with a fixed message."""
-    code = exc.code()
-    if code == grpc.StatusCode.NOT_FOUND:
-        return ApiError(404, exc.details() or "not found", code="job_not_found")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return ApiError(400, exc.details() or "invalid argument")
-    if code == grpc.StatusCode.ALREADY_EXISTS:
-        return ApiError(409, exc.details() or "exists already", code="job_exists")
-    log.warning("scheduler %s failed: %s", call, code.name)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ApiError(504, "The scheduler did not answer in time.")
-    return ApiError(503, "The scheduler is unavailable; try again shortly.")
 
 
 def _iso(ms: int) -> str | None:
@@ -144,7 +126,7 @@ async def list_jobs(request: Request, agent: str = "", session_key: str = "") ->
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "List") from exc
+        raise backend_error(exc, SCHEDULER, "List") from exc
     return {"jobs": [job_json(j) for j in reply.jobs]}
 
 
@@ -156,7 +138,7 @@ async def add_job(body: JobBody, request: Request) -> dict[str, Any]:
     try:
         added = await _stub(request).Add(job, timeout=TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Add") from exc
+        raise backend_error(exc, SCHEDULER, "Add") from exc
     return job_json(added)
 
 
@@ -165,7 +147,7 @@ async def job_status(name: str, request: Request) -> dict[str, Any]:
     try:
         job = await _stub(request).Status(scheduler_pb2.JobName(name=name), timeout=TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Status") from exc
+        raise backend_error(exc, SCHEDULER, "Status") from exc
     return job_json(job)
 
 
@@ -179,7 +161,7 @@ async def update_job(name: str, body: JobBody, request: Request) -> dict[str, An
             scheduler_pb2.UpdateJobRequest(name=name, job=job, fields=fields), timeout=TIMEOUT_S
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Update") from exc
+        raise backend_error(exc, SCHEDULER, "Update") from exc
     return job_json(updated)
 
 
@@ -188,7 +170,7 @@ async def remove_job(name: str, request: Request) -> dict[str, Any]:
     try:
         removed = await _stub(request).Remove(scheduler_pb2.JobName(name=name), timeout=TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Remove") from exc
+        raise backend_error(exc, SCHEDULER, "Remove") from exc
     return job_json(removed)
 
 
@@ -197,5 +179,5 @@ async def run_job(name: str, request: Request) -> dict[str, Any]:
     try:
         ran = await _stub(request).RunNow(scheduler_pb2.JobName(name=name), timeout=RUN_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "RunNow") from exc
+        raise backend_error(exc, SCHEDULER, "RunNow") from exc
     return {"job": job_json(ran.job), "result": ran.result, "error": ran.error or None}

@@ -1,9 +1,10 @@
-"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}; a backend's gRPC
+error becomes one by :func:`backend_error`, the one mapper every route uses."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection
 from typing import Any
 
 import grpc
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from switchboard.errors import InvalidSessionKey
+from switchboard.errors_map import Backend, http_error
 from switchboard.sessions import validate_session_key
 
 from .conversations import BusUnavailable
@@ -49,42 +51,37 @@ def checked_session_key(key: str, param: str = "key") -> str:
         raise ApiError(400, f"Invalid session key: {exc}", param=param) from exc
 
 
-def agent_unavailable() -> ApiError:
-    """The agent's gRPC services did not answer (internal detail stays in the logs)."""
-    return ApiError(503, "The agent service is not available; try again shortly.")
+NOT_FOUND, INVALID = grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT
+# The backends: their names in a fixed answer ("The scheduler is unavailable..."), the statuses
+# their servicers refuse with caller-safe text, the codes callers match on. The agent's
+# refusals differ by call: each route names its own.
+AGENT = Backend("the agent", unavailable="The agent service is not available; try again shortly.")
+MEMORY = Backend(
+    "the memory service",  # its UNAVAILABLE (the embedding provider) gets the fixed text
+    frozenset({NOT_FOUND, INVALID}),
+    {NOT_FOUND: "memory_not_found"},
+)
+ROUTER = Backend("the router", frozenset({NOT_FOUND, INVALID}), {NOT_FOUND: "pairing_not_found"})
+SCHEDULER = Backend(
+    "the scheduler",
+    frozenset({NOT_FOUND, INVALID, grpc.StatusCode.ALREADY_EXISTS}),
+    {NOT_FOUND: "job_not_found", grpc.StatusCode.ALREADY_EXISTS: "job_exists"},
+)
 
 
-def agent_error(
+def backend_error(
     exc: grpc.aio.AioRpcError,
+    backend: Backend,
     call: str,
-    ours: Mapping[grpc.StatusCode, int],
-    *,
+    ours: Collection[grpc.StatusCode] | None = None,
     marked: bool = False,
 ) -> ApiError:
-    """The HTTP error for a failed gRPC ``call`` to the agent. Only the status codes in
-    ``ours`` (mapped to their HTTP status) are ones the agent's servicers abort with a message
-    written for callers, so only their details reach the caller; with ``marked``, only when the
-    agent also tagged the refusal (``sb-error`` trailing metadata), so that the same code from
-    elsewhere (an interceptor, gRPC itself) is not mistaken for it. Anything else (gRPC's own
-    text, an exception's message, which may name hosts, paths or internals) is logged and
-    answered with a fixed message."""
-    code = exc.code()
-    status = ours.get(code)
-    if status is not None and (not marked or refusal_kind(exc) is not None):
-        return ApiError(status, exc.details() or code.name.lower(), code=refusal_kind(exc))
-    level = logging.ERROR if code == grpc.StatusCode.UNAUTHENTICATED else logging.WARNING
-    log.log(level, "agent %s failed: %s: %s", call, code.name, exc.details())
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ApiError(504, "The agent did not answer in time.")
-    return agent_unavailable()
-
-
-def refusal_kind(exc: grpc.aio.AioRpcError) -> str | None:
-    """The kind of refusal the agent put in the trailing metadata (``sb-error``), if any."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == "sb-error":
-            return str(value)
-    return None
+    """The HTTP error for ``backend``'s failed gRPC ``call``, by the one table
+    (:func:`switchboard.errors_map.http_error`): the details of the statuses in ``ours`` (those
+    the backend refuses with a message written for callers; default the backend's) pass with
+    their HTTP status; anything else is logged and answered 503/504 with a fixed text."""
+    error = http_error(exc, backend, call, ours, marked=marked, logger=log)
+    return ApiError(error.status, error.message, code=error.code)
 
 
 def error_body(

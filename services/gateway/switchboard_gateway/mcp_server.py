@@ -33,9 +33,8 @@ from switchboard.v1 import memory_pb2, memory_pb2_grpc, sessions_pb2, sessions_p
 
 from .config import GatewaySettings
 from .conversations import BusUnavailable, Conversations, Outgoing, ReplyTimeout
-from .errors import ApiError, agent_error, checked_session_key
+from .errors import AGENT, MEMORY, ApiError, backend_error, checked_session_key
 from .memory_api import TIMEOUT_S as MEMORY_TIMEOUT_S
-from .memory_api import memory_error
 from .openai_api import PEER
 from .sessions_api import OURS, session_summary
 
@@ -230,7 +229,7 @@ class McpEndpoint:
                 timeout=SESSIONS_TIMEOUT_S,
             )
         except grpc.aio.AioRpcError as exc:
-            raise _failed(agent_error(exc, "Sessions.List", OURS)) from exc
+            raise _failed(backend_error(exc, AGENT, "Sessions.List", OURS)) from exc
         return {"sessions": [session_summary(s) for s in reply.sessions]}
 
     async def session_history(
@@ -250,7 +249,7 @@ class McpEndpoint:
                 timeout=SESSIONS_TIMEOUT_S,
             )
         except grpc.aio.AioRpcError as exc:
-            raise _failed(agent_error(exc, "Sessions.History", OURS)) from exc
+            raise _failed(backend_error(exc, AGENT, "Sessions.History", OURS)) from exc
         return {
             "session_key": reply.session_key,
             "messages": [
@@ -285,7 +284,7 @@ class McpEndpoint:
                 timeout=MEMORY_TIMEOUT_S,
             )
         except grpc.aio.AioRpcError as exc:
-            raise _failed(memory_error(exc, "Search")) from exc
+            raise _failed(backend_error(exc, MEMORY, "Search")) from exc
         return {
             "hits": [
                 {

@@ -7,7 +7,6 @@ memory; ``dm:<channel>:<peer>`` or ``group:<channel>:<id>`` for a person's or a 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,9 +15,8 @@ from fastapi import APIRouter, Query, Request
 
 from switchboard.v1 import memory_pb2, memory_pb2_grpc
 
-from .errors import ApiError
+from .errors import MEMORY, backend_error
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/memory")
 TIMEOUT_S = 10.0
 INGEST_TIMEOUT_S = 300.0  # embedding a long document on a laptop's CPU
@@ -34,20 +32,6 @@ def _scope(request: Request, agent: str, user: str) -> memory_pb2.MemoryScope:
     return memory_pb2.MemoryScope(
         agent=agent or request.app.state.settings.default_agent, user=user
     )
-
-
-def memory_error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
-    """The memory service aborts with caller-safe details on NOT_FOUND and INVALID_ARGUMENT
-    (and UNAVAILABLE from its embedding provider); anything else gets a fixed message."""
-    code = exc.code()
-    if code == grpc.StatusCode.NOT_FOUND:
-        return ApiError(404, exc.details() or "not found", code="memory_not_found")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return ApiError(400, exc.details() or "invalid argument")
-    log.warning("memory %s failed: %s", call, code.name)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ApiError(504, "The memory service did not answer in time.")
-    return ApiError(503, "The memory service is unavailable; try again shortly.")
 
 
 def hit_json(h: memory_pb2.SearchHit) -> dict[str, Any]:
@@ -92,7 +76,7 @@ async def ingest(
     try:
         done = await _stub(request).IngestDocument(pieces(), timeout=INGEST_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
-        raise memory_error(exc, "IngestDocument") from exc
+        raise backend_error(exc, MEMORY, "IngestDocument") from exc
     return {
         "path": done.path,
         "chunks": done.chunks,
@@ -117,7 +101,7 @@ async def search(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise memory_error(exc, "Search") from exc
+        raise backend_error(exc, MEMORY, "Search") from exc
     return {
         "hits": [hit_json(h) for h in found.hits],
         "mode": found.mode,
@@ -142,7 +126,7 @@ async def lines(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise memory_error(exc, "Get") from exc
+        raise backend_error(exc, MEMORY, "Get") from exc
     return {
         "path": got.path,
         "text": got.text,
@@ -165,5 +149,5 @@ async def forget(
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise memory_error(exc, "Delete") from exc
+        raise backend_error(exc, MEMORY, "Delete") from exc
     return {"path": path, "deleted": done.deleted}

@@ -5,7 +5,6 @@ or deny one by its code, list and revoke approved senders and groups (a group's 
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import grpc
@@ -14,9 +13,8 @@ from fastapi import APIRouter, Request
 from switchboard import jsonsafe
 from switchboard.v1 import router_pb2, router_pb2_grpc
 
-from .errors import ApiError
+from .errors import ROUTER, ApiError, backend_error
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/pairing")
 TIMEOUT_S = 5.0
 MAX_DECISION_BYTES = 4096  # {"owner": true} and room to spare
@@ -25,19 +23,6 @@ MAX_DECISION_BYTES = 4096  # {"owner": true} and room to spare
 def _stub(request: Request) -> router_pb2_grpc.RouterAdminStub:
     stub: router_pb2_grpc.RouterAdminStub = request.app.state.router_admin
     return stub
-
-
-def _error(exc: grpc.aio.AioRpcError, call: str) -> ApiError:
-    """The router aborts with caller-safe details on NOT_FOUND and INVALID_ARGUMENT only;
-    anything else is logged and answered with a fixed message."""
-    if exc.code() == grpc.StatusCode.NOT_FOUND:
-        return ApiError(404, exc.details() or "not found", code="pairing_not_found")
-    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-        return ApiError(400, exc.details() or "invalid argument")
-    log.warning("router %s failed: %s: %s", call, exc.code().name, exc.details())
-    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ApiError(504, "The router did not answer in time.")
-    return ApiError(503, "The router is unavailable; try again shortly.")
 
 
 def request_json(r: router_pb2.PairingRequest) -> dict[str, Any]:
@@ -87,7 +72,7 @@ async def list_requests(request: Request, channel: str = "") -> dict[str, Any]:
             router_pb2.ListPairingRequest(channel=channel), timeout=TIMEOUT_S
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "ListPairing") from exc
+        raise backend_error(exc, ROUTER, "ListPairing") from exc
     return {"requests": [request_json(r) for r in reply.requests]}
 
 
@@ -100,7 +85,7 @@ async def approve(channel: str, code: str, request: Request) -> dict[str, Any]:
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Approve") from exc
+        raise backend_error(exc, ROUTER, "Approve") from exc
     return paired_json(reply)
 
 
@@ -112,7 +97,7 @@ async def deny(channel: str, code: str, request: Request) -> dict[str, Any]:
             timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Deny") from exc
+        raise backend_error(exc, ROUTER, "Deny") from exc
     return request_json(reply)
 
 
@@ -123,7 +108,7 @@ async def list_paired(request: Request, channel: str = "") -> dict[str, Any]:
             router_pb2.ListPairingRequest(channel=channel), timeout=TIMEOUT_S
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "ListPaired") from exc
+        raise backend_error(exc, ROUTER, "ListPaired") from exc
     return {"senders": [paired_json(p) for p in reply.senders]}
 
 
@@ -134,5 +119,5 @@ async def revoke(channel: str, sender: str, request: Request) -> dict[str, Any]:
             router_pb2.RevokeRequest(channel=channel, sender=sender), timeout=TIMEOUT_S
         )
     except grpc.aio.AioRpcError as exc:
-        raise _error(exc, "Revoke") from exc
+        raise backend_error(exc, ROUTER, "Revoke") from exc
     return paired_json(reply)

@@ -18,14 +18,14 @@ from switchboard.sessions import AGENT_ID_PATTERN, AgentId
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from .conversations import Conversations, Outgoing
-from .errors import ApiError, agent_error, checked_session_key
+from .errors import AGENT, ApiError, backend_error, checked_session_key
 from .hooks_auth import message_id_for
 
 router = APIRouter(prefix="/api/sessions")
 # The agent's Sessions servicer aborts with INVALID_ARGUMENT and a message for the caller.
-OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}
+OURS = {grpc.StatusCode.INVALID_ARGUMENT}
 # ... and Reset/Delete with NOT_FOUND for a session that does not exist.
-OURS_FOUND = {**OURS, grpc.StatusCode.NOT_FOUND: 404}
+OURS_FOUND = {*OURS, grpc.StatusCode.NOT_FOUND}
 COMPACT_TIMEOUT_S = 300.0  # a flush and a summary: two model calls
 
 
@@ -61,7 +61,7 @@ async def list_sessions(request: Request, agent: str = "", limit: int = 100) -> 
             sessions_pb2.ListSessionsRequest(agent=agent, limit=limit), timeout=5.0
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.List", OURS) from exc
+        raise backend_error(exc, AGENT, "Sessions.List", OURS) from exc
     return {"sessions": [session_summary(s) for s in reply.sessions]}
 
 
@@ -130,7 +130,7 @@ async def patch_session(key: str, body: PatchSession, request: Request) -> dict[
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Patch", OURS) from exc
+        raise backend_error(exc, AGENT, "Sessions.Patch", OURS) from exc
     return {
         "session_key": reply.session_key,
         "queue_mode": reply.queue_mode or "default",
@@ -148,7 +148,7 @@ async def reset_session(key: str, request: Request) -> dict[str, Any]:
             sessions_pb2.ResetSessionRequest(session_key=checked_session_key(key)), timeout=5.0
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Reset", OURS_FOUND) from exc
+        raise backend_error(exc, AGENT, "Sessions.Reset", OURS_FOUND) from exc
     return {"session_key": reply.session_key, "messages_removed": reply.messages_removed}
 
 
@@ -164,7 +164,7 @@ async def delete_session(key: str, request: Request) -> dict[str, Any]:
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Delete", OURS_FOUND) from exc
+        raise backend_error(exc, AGENT, "Sessions.Delete", OURS_FOUND) from exc
     return {
         "session_key": reply.session_key,
         "deleted": True,
@@ -184,7 +184,7 @@ async def abort_session(key: str, request: Request) -> dict[str, Any]:
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Abort", OURS) from exc
+        raise backend_error(exc, AGENT, "Sessions.Abort", OURS) from exc
     return {"session_key": reply.session_key, "aborted": reply.aborted}
 
 
@@ -204,7 +204,7 @@ async def compact_session(
             timeout=COMPACT_TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Compact", OURS_FOUND) from exc
+        raise backend_error(exc, AGENT, "Sessions.Compact", OURS_FOUND) from exc
     return {
         "session_key": reply.session_key,
         "compacted": reply.compacted,
@@ -229,7 +229,7 @@ async def history(key: str, request: Request, limit: int = 0) -> dict[str, Any]:
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.History", OURS) from exc
+        raise backend_error(exc, AGENT, "Sessions.History", OURS) from exc
     return {
         "session_key": reply.session_key,
         "messages": [

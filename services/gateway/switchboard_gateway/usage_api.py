@@ -10,10 +10,10 @@ from fastapi import APIRouter, Request
 
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
-from .errors import ApiError, agent_error, checked_session_key
+from .errors import AGENT, ApiError, backend_error, checked_session_key
 
 router = APIRouter(prefix="/api/usage")
-OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}
+OURS = {grpc.StatusCode.INVALID_ARGUMENT}
 
 
 def _totals(t: sessions_pb2.UsageTotals) -> dict[str, Any]:
@@ -50,7 +50,7 @@ async def usage(
             timeout=5.0,
         )
     except grpc.aio.AioRpcError as exc:
-        raise agent_error(exc, "Sessions.Usage", OURS) from exc
+        raise backend_error(exc, AGENT, "Sessions.Usage", OURS) from exc
     return {
         "total": _totals(reply.total),
         "rows": [

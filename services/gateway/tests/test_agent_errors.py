@@ -132,9 +132,11 @@ async def test_an_internal_error_of_the_agent_does_not_reach_the_caller(
     system: tuple[Gateway, str, str], database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The agent's transcript read fails with PostgreSQL's message naming a data file: the
-    caller gets 503 and the fixed message; the text (path included) is in the gateway's log."""
+    caller gets 503 and the fixed message; the agent answers INTERNAL with its own fixed text
+    (the path never leaves it) and logs the failure, path included, once."""
     gw, _, _ = system
     caplog.set_level(logging.WARNING, "switchboard_gateway")
+    caplog.set_level(logging.WARNING, "switchboard.errors_map")
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute(FAILING_READ)
@@ -146,7 +148,13 @@ async def test_an_internal_error_of_the_agent_does_not_reach_the_caller(
     for leak in (SECRET_PATH, "could not open", "Permission denied", "asyncpg", "Unexpected"):
         assert leak not in response.text, leak
     logged = [r.getMessage() for r in caplog.records if r.name == "switchboard_gateway.errors"]
-    assert any("Sessions.History" in line and SECRET_PATH in line for line in logged), logged
+    assert any("Sessions.History failed: INTERNAL: the agent failed" in x for x in logged), logged
+    assert not any(SECRET_PATH in line for line in logged), logged
+    agent_logged = [r for r in caplog.records if r.name == "switchboard.errors_map" and r.exc_info]
+    assert len(agent_logged) == 1, [r.getMessage() for r in agent_logged]
+    [record] = agent_logged
+    assert record.getMessage() == "SessionsService.History failed"
+    assert record.exc_info is not None and SECRET_PATH in str(record.exc_info[1])
 
 
 async def test_a_refused_service_credential_does_not_reach_the_caller(

@@ -1,55 +1,24 @@
-"""gRPC ``Media``: requests checked and turned into calls of :class:`.Media`; its errors into
-statuses a caller can act on, never a stack trace or internal text."""
+"""gRPC ``Media``: requests checked and turned into calls of :class:`.Media`; its errors (kinds
+of :mod:`switchboard.errors`) into statuses a caller can act on by :func:`.grpc_errors`, never a
+stack trace or internal text."""
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
 
 import grpc
 
+from switchboard.errors_map import grpc_errors
 from switchboard.v1 import media_pb2, media_pb2_grpc
 
-from .errors import InvalidMedia, NotConfigured, NotFound, ProviderFailed, TooLarge
+from .errors import InvalidMedia
 from .media import Media
 from .metrics import INGESTED
 from .store import Stored
 
 log = logging.getLogger(__name__)
-R = TypeVar("R")
-_STATUSES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
-    (InvalidMedia, grpc.StatusCode.INVALID_ARGUMENT),
-    (TooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (NotFound, grpc.StatusCode.NOT_FOUND),
-    (NotConfigured, grpc.StatusCode.FAILED_PRECONDITION),
-    (ProviderFailed, grpc.StatusCode.UNAVAILABLE),
-)
-
-
-async def _abort(exc: Exception, name: str, context: grpc.aio.ServicerContext) -> None:
-    for kind, code in _STATUSES:
-        if isinstance(exc, kind):
-            await context.abort(code, str(exc))
-    log.exception("media %s failed", name, exc_info=exc)
-    await context.abort(grpc.StatusCode.INTERNAL, "the media service failed")
-
-
-def _statuses(
-    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
-) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
-    @functools.wraps(method)
-    async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
-        try:
-            return await method(self, request, context)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            await _abort(exc, method.__name__, context)
-        raise AssertionError("unreachable: abort raises")
-
-    return wrapped
+statuses = grpc_errors("the media service failed")
 
 
 def ref_of(stored: Stored) -> media_pb2.MediaRef:
@@ -67,7 +36,7 @@ class MediaService(media_pb2_grpc.MediaServicer):
     def __init__(self, media: Media) -> None:
         self.media = media
 
-    @_statuses
+    @statuses
     async def Ingest(
         self,
         request_iterator: AsyncIterator[media_pb2.MediaIngestRequest],
@@ -100,21 +69,17 @@ class MediaService(media_pb2_grpc.MediaServicer):
         log.info("ingested", extra={"sha256": stored.sha256, "mime": stored.mime})
         return ref_of(stored)
 
+    @statuses
     async def Get(
         self, request: media_pb2.MediaGetRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[media_pb2.MediaChunk]:
-        try:
-            stored = await self.media.store.find(request.sha256)
-            first = True
-            async for data in self.media.store.chunks(stored):
-                yield media_pb2.MediaChunk(ref=ref_of(stored) if first else None, data=data)
-                first = False
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            await _abort(exc, "Get", context)
+        stored = await self.media.store.find(request.sha256)
+        first = True
+        async for data in self.media.store.chunks(stored):
+            yield media_pb2.MediaChunk(ref=ref_of(stored) if first else None, data=data)
+            first = False
 
-    @_statuses
+    @statuses
     async def Transform(
         self, request: media_pb2.MediaTransformRequest, context: grpc.aio.ServicerContext
     ) -> media_pb2.MediaRef:
@@ -128,7 +93,7 @@ class MediaService(media_pb2_grpc.MediaServicer):
         )
         return ref_of(stored)
 
-    @_statuses
+    @statuses
     async def Transcribe(
         self, request: media_pb2.MediaTranscribeRequest, context: grpc.aio.ServicerContext
     ) -> media_pb2.MediaTranscribeResponse:

@@ -1,54 +1,26 @@
 """gRPC ``Memory``: requests checked and turned into calls of :class:`.Memory` and
-:class:`.Documents`; their errors into statuses a caller can act on (INVALID_ARGUMENT,
-NOT_FOUND, UNAVAILABLE), never a stack trace or internal text."""
+:class:`.Documents`; their errors (kinds of :mod:`switchboard.errors`) become statuses a caller
+can act on (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE) through :func:`.grpc_errors`, never a
+stack trace or internal text."""
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
 
 import grpc
 
+from switchboard.errors_map import grpc_errors
 from switchboard.v1 import memory_pb2, memory_pb2_grpc
 
 from .chunking import extract_text, mime_of
 from .documents import Documents, check_path
 from .entries import Filter, Hit
-from .errors import EmbeddingUnavailable, InvalidRequest, NotFound, StoreUnavailable
+from .errors import InvalidRequest
 from .memory import Item, Memory, Scope, check_metadata, check_scope
 from .recall import compose_turn
 
-log = logging.getLogger(__name__)
-R = TypeVar("R")
+statuses = grpc_errors("the memory service failed")
 MAX_TURNS = 64
-
-
-def _statuses(
-    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
-) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
-    @functools.wraps(method)
-    async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
-        try:
-            return await method(self, request, context)
-        except InvalidRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except NotFound as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except EmbeddingUnavailable as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except StoreUnavailable as exc:
-            log.warning("qdrant failed: %s", exc)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the vector store is unavailable")
-        except grpc.aio.AbortError:
-            raise
-        except Exception:
-            log.exception("memory %s failed", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "the memory service failed")
-        raise AssertionError("unreachable: abort raises")
-
-    return wrapped
 
 
 def scope_of(message: memory_pb2.MemoryScope) -> Scope:
@@ -86,7 +58,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
         if n > self.max_items:
             raise InvalidRequest(f"{n} {what}; at most {self.max_items} per call")
 
-    @_statuses
+    @statuses
     async def Embed(
         self, request: memory_pb2.EmbedRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.EmbedResponse:
@@ -103,7 +75,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
             cached=int(getattr(embedder, "last_cached", 0)),
         )
 
-    @_statuses
+    @statuses
     async def Upsert(
         self, request: memory_pb2.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.UpsertResponse:
@@ -126,7 +98,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
         ids, degraded = await self.memory.upsert(scope, items)
         return memory_pb2.UpsertResponse(ids=ids, degraded=degraded)
 
-    @_statuses
+    @statuses
     async def Search(
         self, request: memory_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.SearchResponse:
@@ -155,7 +127,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
             hits=[_hit(h) for h in found.hits], mode=found.mode, degraded=found.degraded
         )
 
-    @_statuses
+    @statuses
     async def Get(
         self, request: memory_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.GetResponse:
@@ -171,7 +143,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
             total_lines=got.total,
         )
 
-    @_statuses
+    @statuses
     async def Delete(
         self, request: memory_pb2.DeleteRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.DeleteResponse:
@@ -197,7 +169,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
     ) -> memory_pb2.IngestResponse:
         return await self._ingest(request_iterator, context)
 
-    @_statuses
+    @statuses
     async def _ingest(
         self,
         request_iterator: AsyncIterator[memory_pb2.IngestChunk],
@@ -233,7 +205,7 @@ class MemoryService(memory_pb2_grpc.MemoryServicer):
             degraded=done.degraded,
         )
 
-    @_statuses
+    @statuses
     async def SyncSession(
         self, request: memory_pb2.SyncSessionRequest, context: grpc.aio.ServicerContext
     ) -> memory_pb2.SyncSessionResponse:

@@ -25,12 +25,10 @@ import logging
 import re
 from dataclasses import dataclass
 
-import nats.errors
 from opentelemetry import trace
 from prometheus_client import Counter
 
-from switchboard import bus
-from switchboard.errors import InvalidPayload
+from switchboard import bus, bus_request
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import approvals_pb2, messages_pb2
 
@@ -170,14 +168,15 @@ class ChatCommands:
             role=inbound.role,  # stamped by the pipeline from the admission
         )
         try:
-            reply = await self.rt.nc.request(
+            outcome = await bus_request.request(
+                self.rt.nc,
                 self.rt.subjects.approvals_decide(),
-                request.SerializeToString(),
-                timeout=self.timeout_s,
+                request,
+                approvals_pb2.ChatDecisionResult,
+                self.timeout_s,
             )
-            outcome = bus.decode(approvals_pb2.ChatDecisionResult, reply.data)
-        except (nats.errors.Error, TimeoutError, InvalidPayload) as exc:
-            log.warning("no answer to a chat decision (%s)", type(exc).__name__)
+        except bus_request.NoAnswer as exc:
+            log.warning("no answer to a chat decision: %s", exc)
             return UNAVAILABLE, "unavailable"
         return answer_text(command, outcome), outcome.outcome or "error"
 

@@ -1,4 +1,4 @@
-"""DM and group pairing (DESIGN.md section 9, docs/trust.md): an unknown sender under the DM
+"""DM and group pairing (docs/trust.md): an unknown sender under the DM
 policy ``pairing`` gets a code, and so does an unknown group under the group policy
 ``pairing`` (posted into the group); the operator approves or denies it (gRPC
 ``RouterAdmin``, the admin API, ``switchboard pairing``); an approved sender's (or group's)
@@ -28,11 +28,13 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from switchboard import trust
 from switchboard.v1 import messages_pb2, router_pb2
+
+from .errors import NotFound, PairingError
 
 # No 0/O, 1/I/L: codes are read aloud and typed.
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -49,14 +51,6 @@ def group_sender(chat_id: str) -> str:
 
 def is_group(sender: str) -> bool:
     return sender.startswith(GROUP_PREFIX)
-
-
-class PairingError(Exception):
-    """A pairing request that cannot be decided; the text is safe to show the operator."""
-
-
-class NotFound(PairingError):
-    pass
 
 
 def channel_token(channel: str) -> str:
@@ -171,12 +165,13 @@ class PairingStore:
             await self.kv.delete(key)  # a delete marker: fine when the key is gone already
 
     async def _keys(self, prefix: str) -> list[str]:
-        # every key, filtered here: nats-py's server-side key filters find nothing (2.16)
-        try:
-            keys = await self.kv.keys()
-        except NoKeysError:
-            return []
-        return [k for k in keys if k.startswith(prefix)]
+        """The keys under ``prefix``, deleted ones included (their readers skip them), from
+        the bucket's stream's own list of subjects: one request to the server. ``kv.keys()``
+        depends on a watcher's first pass over the bucket, and once in CI a request that
+        ``put`` had stored was missing from a listing made right after."""
+        kv = self.kv
+        info = await kv._js.stream_info(kv._stream, subjects_filter=f"{kv._pre}{prefix}>")
+        return sorted(s.removeprefix(kv._pre) for s in (info.state.subjects or {}))
 
     async def requests(self, channel: str = "") -> list[router_pb2.PairingRequest]:
         prefix = f"req.{channel_token(channel)}." if channel else "req."

@@ -15,12 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import nats.errors
 from opentelemetry import trace
 from prometheus_client import Counter
 
-from switchboard import bus
-from switchboard.errors import InvalidPayload
+from switchboard import bus_request
 from switchboard.runtime import ServiceRuntime
 from switchboard.session_commands import parse
 from switchboard.v1 import messages_pb2, sessions_pb2
@@ -89,13 +87,14 @@ class SessionCommands:
             role=inbound.role,  # stamped by the pipeline from the admission
         )
         try:
-            answer = await self.rt.nc.request(
+            result = await bus_request.request(
+                self.rt.nc,
                 self.rt.subjects.sessions_command(),
-                request.SerializeToString(),
-                timeout=self.timeout_s,
+                request,
+                sessions_pb2.SessionCommandResult,
+                self.timeout_s,
             )
-            result = bus.decode(sessions_pb2.SessionCommandResult, answer.data)
-        except (nats.errors.Error, TimeoutError, InvalidPayload) as exc:
-            log.warning("no answer to a session command (%s)", type(exc).__name__)
+        except bus_request.NoAnswer as exc:
+            log.warning("no answer to a session command: %s", exc)
             return UNAVAILABLE, "unavailable"
         return result.text or UNAVAILABLE, result.outcome or "error"

@@ -1,49 +1,22 @@
-"""gRPC ``Scheduler``: jobs checked and stored; errors turned into statuses a caller can act on
-(INVALID_ARGUMENT with what is wrong, NOT_FOUND, ALREADY_EXISTS), never internal text."""
+"""gRPC ``Scheduler``: jobs checked and stored; errors (kinds of :mod:`switchboard.errors`)
+turned into statuses a caller can act on (INVALID_ARGUMENT with what is wrong, NOT_FOUND,
+ALREADY_EXISTS) by :func:`.grpc_errors`, never internal text."""
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
 
 import grpc
 
+from switchboard.errors_map import grpc_errors
 from switchboard.v1 import scheduler_pb2, scheduler_pb2_grpc
 
-from .errors import BusUnavailable, InvalidJob, JobExists, JobNotFound
 from .firing import Firing, now_utc, record
 from .jobs import SCHEDULE_FIELDS, Job, check, from_proto, updated
 from .store import JobStore
 
 log = logging.getLogger(__name__)
-R = TypeVar("R")
-
-
-def _statuses(
-    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]],
-) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]:
-    @functools.wraps(method)
-    async def wrapped(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
-        try:
-            return await method(self, request, context)
-        except InvalidJob as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except JobNotFound as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except JobExists as exc:
-            await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
-        except BusUnavailable as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except grpc.aio.AbortError:
-            raise
-        except Exception:
-            log.exception("scheduler %s failed", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "the scheduler failed")
-        raise AssertionError("unreachable: abort raises")
-
-    return wrapped
+statuses = grpc_errors("the scheduler failed")
 
 
 class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
@@ -64,14 +37,14 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
     def _check(self, job: Job) -> None:
         check(job, min_interval_ms=self.min_interval_ms, now=now_utc(), grace_s=self.grace_s)
 
-    @_statuses
+    @statuses
     async def List(
         self, request: scheduler_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.ListJobsResponse:
         jobs = await self.store.list(request.agent, request.session_key)
         return scheduler_pb2.ListJobsResponse(jobs=[j.to_proto() for j in jobs])
 
-    @_statuses
+    @statuses
     async def Add(
         self, request: scheduler_pb2.Job, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.Job:
@@ -84,7 +57,7 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         log.info("job added", extra={"job": job.name, "schedule": job.schedule_text})
         return stored.to_proto()
 
-    @_statuses
+    @statuses
     async def Update(
         self, request: scheduler_pb2.UpdateJobRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.Job:
@@ -101,19 +74,19 @@ class SchedulerService(scheduler_pb2_grpc.SchedulerServicer):
         self.firing.wake.set()
         return stored.to_proto()
 
-    @_statuses
+    @statuses
     async def Remove(
         self, request: scheduler_pb2.JobName, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.Job:
         return (await self.store.remove(request.name)).to_proto()
 
-    @_statuses
+    @statuses
     async def Status(
         self, request: scheduler_pb2.JobName, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.Job:
         return (await self.store.get(request.name)).to_proto()
 
-    @_statuses
+    @statuses
     async def RunNow(
         self, request: scheduler_pb2.JobName, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.RunNowResponse:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import grpc
 import nats
 
-from switchboard import bus, session_commands, trust
-from switchboard.errors import InvalidPayload
+from switchboard import bus, bus_request, session_commands, trust
 from switchboard.media import MediaClient
 from switchboard.sessions import direct_key
 from switchboard.v1 import (
@@ -27,13 +26,13 @@ from switchboard.v1 import (
 
 from ..config import GatewaySettings
 from ..conversations import BusUnavailable, Conversations, Outgoing
-from ..errors import ApiError, agent_error
+from ..errors import AGENT, ApiError, backend_error
 from . import protocol
 from .attachments import AttachmentError, ingest_attachments
 from .protocol import AbortParams, DecideParams, HistoryParams, SendParams
 
 CHANNEL = "webchat"
-OURS = {grpc.StatusCode.INVALID_ARGUMENT: 400}  # the agent's own refusals (sessions_api)
+OURS = {grpc.StatusCode.INVALID_ARGUMENT}  # the agent's own refusals (sessions_api)
 COMMAND_TIMEOUT_S = 5.0  # what the router gives the agents too
 CODES = {400: protocol.INVALID_REQUEST, 503: protocol.UNAVAILABLE, 504: protocol.TIMEOUT}
 
@@ -111,13 +110,14 @@ class Methods:
             role=trust.Role.OWNER,
         )
         try:
-            reply = await self.conversations.nc.request(
+            result = await bus_request.request(
+                self.conversations.nc,
                 self.conversations.subjects.sessions_command(),
-                request.SerializeToString(),
-                timeout=COMMAND_TIMEOUT_S,
+                request,
+                sessions_pb2.SessionCommandResult,
+                COMMAND_TIMEOUT_S,
             )
-            result = bus.decode(sessions_pb2.SessionCommandResult, reply.data)
-        except (nats.errors.Error, TimeoutError, InvalidPayload) as exc:
+        except bus_request.NoAnswer as exc:
             raise MethodError(
                 protocol.UNAVAILABLE, "No agent answered the command; try again shortly."
             ) from exc
@@ -131,7 +131,7 @@ class Methods:
                 sessions_pb2.HistoryRequest(session_key=key, limit=params.limit), timeout=5.0
             )
         except grpc.aio.AioRpcError as exc:
-            raise _method_error(agent_error(exc, "Sessions.History", OURS)) from exc
+            raise _method_error(backend_error(exc, AGENT, "Sessions.History", OURS)) from exc
         return protocol.HistoryResult(
             session=session,
             session_key=key,
@@ -186,7 +186,7 @@ async def _decide(
             raise MethodError(protocol.NOT_FOUND, f"No approval {params.approval_id!r}.") from exc
         if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
             raise MethodError(protocol.ALREADY_DECIDED, "That call was decided already.") from exc
-        raise _method_error(agent_error(exc, "Approvals.Decide", {})) from exc
+        raise _method_error(backend_error(exc, AGENT, "Approvals.Decide")) from exc
     return protocol.DecideResult(approval_id=row.approval_id, status=row.status, tool=row.tool)
 
 
