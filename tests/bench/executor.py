@@ -7,14 +7,16 @@ time, more than the executors' slots. ``get_time`` is pure Python: its rate is t
 overhead per call. ``exec`` runs ``wc`` on a 64 KiB file (written first through the executor's
 ``write`` tool) in allowlist mode, under every sandbox layer the executor probed.
 
-Alone: ``python -m tests.bench.executor [--quick] [--out DIR] [--no-sandbox]`` writes
-``DIR/executor.json`` and prints the markdown (not ``latest.*``).
+Alone: ``python -m tests.bench.executor [--quick] [--out DIR] [--no-sandbox] [--tools N]
+[--wrapper python|native]`` writes ``DIR/executor.json`` and prints the markdown (not
+``latest.*``); ``--wrapper`` sets the executors' ``SB_SANDBOX_WRAPPER`` (default: theirs).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import signal
@@ -35,7 +37,11 @@ EXEC_COMMAND = f"wc {FILE_NAME}"
 
 
 def bench_executors(
-    plan: Plan, fake: procs.FakeModel, say: Say, with_sandbox: bool = True
+    plan: Plan,
+    fake: procs.FakeModel,
+    say: Say,
+    with_sandbox: bool = True,
+    wrapper: str | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "config": {
@@ -45,6 +51,7 @@ def bench_executors(
             "exec_command": EXEC_COMMAND,
             "exec_file_bytes": FILE_BYTES,
             "sandbox_calls": plan.sandbox_calls,
+            "sandbox_wrapper": wrapper or "default",
         },
         "stacks": {},
     }
@@ -52,7 +59,7 @@ def bench_executors(
     for replicas in plan.tool_replicas:
         name = f"tools={replicas}"
         try:
-            out["stacks"][name] = _tools_stack(plan, fake, replicas, say)
+            out["stacks"][name] = _tools_stack(plan, fake, replicas, say, wrapper)
         except Exception as exc:
             say(f"[{name}] failed: {exc!r}")
             out["stacks"][name] = {"error": repr(exc)[:500]}
@@ -69,7 +76,9 @@ def bench_executors(
     return out
 
 
-def _tools_stack(plan: Plan, fake: procs.FakeModel, replicas: int, say: Say) -> dict[str, Any]:
+def _tools_stack(
+    plan: Plan, fake: procs.FakeModel, replicas: int, say: Say, wrapper: str | None = None
+) -> dict[str, Any]:
     name = f"tools={replicas}"
     # --processes: one executor process per replica (`--scale tools=1` alone now runs every
     # service in the launcher's process), its environment and pid as before
@@ -80,7 +89,8 @@ def _tools_stack(plan: Plan, fake: procs.FakeModel, replicas: int, say: Say) -> 
         if quiet["busy_cores"] >= 0.25:
             say(f"[{name}] other programs keep {quiet['busy_cores']} cores busy; going on anyway")
         say(f"[{name}] starting the stack")
-        stack = procs.launch_stack(home, fake, out["args"])
+        env = {"SB_SANDBOX_WRAPPER": wrapper} if wrapper else None
+        stack = procs.launch_stack(home, fake, out["args"], extra_env=env)
         try:
             out["ready_s"] = round(stack.ready_s, 2)
             pids = stack.pids()
@@ -253,8 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the quick plan's call counts")
     parser.add_argument("--no-sandbox", action="store_true", help="skip the sandbox overhead")
     parser.add_argument("--out", default="bench-results", help="output dir (default: %(default)s)")
+    parser.add_argument("--tools", type=int, default=None, help="only the tools=N stack")
+    parser.add_argument(
+        "--wrapper", choices=("python", "native"), default=None, help="SB_SANDBOX_WRAPPER"
+    )
     args = parser.parse_args(argv)
     plan = Plan.short() if args.quick else Plan.full()
+    if args.tools is not None:
+        plan = dataclasses.replace(plan, tool_replicas=(args.tools,))
 
     def say(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -265,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     fake = procs.start_fake_model("tool_then_text")
     try:
-        results = bench_executors(plan, fake, say, with_sandbox=not args.no_sandbox)
+        results = bench_executors(
+            plan, fake, say, with_sandbox=not args.no_sandbox, wrapper=args.wrapper
+        )
     except KeyboardInterrupt:
         say("interrupted; everything it started is stopped, no results written")
         return 130

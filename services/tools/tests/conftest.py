@@ -18,6 +18,7 @@ from switchboard_tools.tools.exec import DEFAULT_EXEC_ALLOWLIST
 from switchboard_tools.workspace import ensure_workspace
 
 from .sandbox_checks import SANDBOX_UID, skip_or_fail, workspace_born
+from .wrappers import WRAPPERS, native_wrapper
 
 Call = Callable[..., Awaitable[ToolOutput]]
 
@@ -105,10 +106,19 @@ def call(registry: ToolRegistry, ctx: ToolContext) -> Call:
     return _call
 
 
-@pytest.fixture(scope="session")
-def layered() -> LayeredSandbox:
-    """The sandbox as the executor builds it at start-up (probed once per test session)."""
-    return asyncio.run(probe_sandbox(uid=SANDBOX_UID))
+@pytest.fixture(scope="session", params=WRAPPERS)
+def layered(request: pytest.FixtureRequest) -> Iterator[LayeredSandbox]:
+    """The sandbox as the executor builds it at start-up (probed once per test session), once
+    with each wrapper (see tests/wrappers.py): every test of the isolation runs under both."""
+    wrapper = request.param
+    if wrapper == "python":
+        yield asyncio.run(probe_sandbox(uid=SANDBOX_UID, wrapper="python"))
+        return
+    with native_wrapper() as path:
+        sandbox = asyncio.run(probe_sandbox(uid=SANDBOX_UID, wrapper="native", native_path=path))
+        if sandbox.layers.wrapper != "native":
+            pytest.fail(f"the compiled wrapper does not run: {sandbox.layers.status}")
+        yield sandbox
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ class Launch:
     profile: SandboxProfile
     use_ns: bool
     cgroup: CallCgroup | None = None
+    wrapper: str = "python"  # which wrapper measured it: "python" or "native" (compiled)
     cgroup_limits: dict[str, int | None] | None = None
 
     def close_fds(self) -> None:
@@ -96,9 +97,11 @@ def prepare_launch(
     nproc: int,
     tmp_size_bytes: int,
     read_paths: Sequence[str] = (),
+    native: str | None = None,
 ) -> Launch:
     """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
-    runs the inner wrapper, ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
+    runs the inner wrapper -- or ``native``, the compiled one, does the same from the same
+    configuration -- ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
     ``landlock`` say whether the wrapper applies them, ``cgroups`` (``None``: none) where the
     call's cgroup is made. ``uid``: the uid/gid the command runs as (``None``: keep the
     executor's), dropped by ``preexec(cpu_seconds, cgroup)``, which runs between fork and exec.
@@ -109,6 +112,7 @@ def prepare_launch(
     hand_workspace_over(workspace, uid, use_ns)
     report_r, report_w = os.pipe()
     launch = Launch([], {}, SpawnOptions(), [report_w], report_r, profile, use_ns)
+    launch.wrapper = "python" if native is None else "native"
     try:
         if cgroups is not None:
             try:
@@ -137,7 +141,14 @@ def prepare_launch(
             "host_net": host_net,
             "nproc": nproc,
         }
-        command = [python, "-I", "-S", "-c", INNER_SOURCE, json.dumps(cfg), *argv]
+        if native is not None:
+            # Imported here: `python -m switchboard_tools.sandbox.native` (make install) must
+            # not find the module imported already by this package's __init__.
+            from switchboard_tools.sandbox.native import wrapper_args
+
+            command = [native, *wrapper_args(cfg, argv)]
+        else:
+            command = [python, "-I", "-S", "-c", INNER_SOURCE, json.dumps(cfg), *argv]
         if bwrap is not None:
             bw_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             launch.fds.append(bw_fd)
@@ -147,9 +158,11 @@ def prepare_launch(
                 workspace=workspace,
                 cwd=cwd,
                 network=profile.network,
-                python=python,
+                # The compiled wrapper needs no interpreter's prefix bound, only itself (bound
+                # read-only at its own path, after the private /tmp that could hide it).
+                python=python if native is None else "/usr/bin/true",
                 tmp_size_bytes=tmp_size_bytes,
-                read_paths=read_paths,
+                read_paths=read_paths if native is None else [*read_paths, native],
             )
             command = prefix + command
     except BaseException:
@@ -268,6 +281,7 @@ def attest(
         raise SandboxUnavailable(f"Refused: {detail}. The command was not run.")
     isolation = {
         "sandbox": "bwrap" if launch.use_ns else "process",
+        "wrapper": launch.wrapper,
         "process_group": True,
         "rlimits_set": rlimits_set,
         "host_uid": host_uid,

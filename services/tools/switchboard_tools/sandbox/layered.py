@@ -144,8 +144,8 @@ class LayeredSandbox:
         missing = self.missing(profile) if layers is None else []
         if missing:
             raise SandboxUnavailable(refusal(missing, self.layers.status))
-        python = self.layers.python
-        if python is None:
+        python, native = self.layers.python, self.layers.native
+        if python is None and native is None:
             raise SandboxUnavailable("Refused: the sandbox was not probed; nothing was run.")
         return prepare_launch(
             argv,
@@ -154,7 +154,8 @@ class LayeredSandbox:
             timeout_s=timeout_s,
             env=env,
             profile=profile,
-            python=python,
+            python=python or "",
+            native=native,
             bwrap=self.layers.bwrap if use["namespaces"] else None,
             seccomp=bool(use["seccomp"]),
             landlock=bool(use["landlock"]),

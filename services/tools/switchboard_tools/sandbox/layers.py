@@ -19,7 +19,8 @@ HOW_TO_GET: dict[str, str] = {
     "cgroup": "run the executor as root or delegate it a cgroup (SB_EXEC_CGROUP_PARENT), with "
     "the memory and pids controllers",
     "no_new_privs": "install python3 as /usr/bin/python3 (the sandbox measures with it)",
-    "measurement": "install python3 as /usr/bin/python3 (the sandbox measures with it)",
+    "measurement": "install python3 as /usr/bin/python3 or build the compiled wrapper (make "
+    "install; the sandbox measures with one of them)",
     "uid": "run the executor as root (commands then run as a dedicated unprivileged uid)",
     "network_isolation": "give the executor bubblewrap, libseccomp or Landlock 4+",
 }
@@ -36,15 +37,25 @@ class Layers:
     where per-call cgroups are made (``None``: no cgroup layer)."""
 
     python: str | None = None
+    # The compiled wrapper (:mod:`.native`) when it is the one in use (then ``python`` is None).
+    native: str | None = None
     bwrap: str | None = None
     seccomp: bool = False
     landlock_abi: int = 0
     cgroups: Cgroups | None = None
     status: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def wrapper(self) -> str | None:
+        """Which wrapper confines and measures each call: ``native`` (compiled), ``python``
+        (:mod:`.inner` in an interpreter) or ``None`` (none runs: nothing can be measured)."""
+        if self.native is not None:
+            return "native"
+        return "python" if self.python is not None else None
+
     def available(self, run_uid: int) -> dict[str, bool]:
         """Every layer name and whether calls can have it (``run_uid``: the uid they run as)."""
-        measured = self.python is not None
+        measured = self.wrapper is not None
         return {
             "process_group": True,
             "rlimits": True,
@@ -69,7 +80,7 @@ class Layers:
                 missing.append("|".join(sorted(group)))
         if not profile.network and not self.can_deny_network(run_uid):
             missing.append("network_isolation")
-        if self.python is None:
+        if self.wrapper is None:
             missing.append("measurement")
         return missing
 
@@ -80,7 +91,8 @@ class Layers:
         have = self.available(run_uid)
         return {
             "sandbox": "bwrap" if have["namespaces"] else "process",
-            "measured": self.python is not None,
+            "measured": self.wrapper is not None,
+            "wrapper": self.wrapper,
             **have,
             "uid": run_uid,
             "landlock_abi": self.landlock_abi,

@@ -12,6 +12,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from switchboard_tools.sandbox import inner
 from switchboard_tools.sandbox.cgroups import CgroupLimits, Cgroups, CgroupUnavailable
@@ -26,6 +27,7 @@ PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
 _PROBE_TIMEOUT_S = 10.0
 _OFF = {"seccomp": False, "landlock": False, "namespaces": False, "cgroup": False}
 DISABLED = "disabled by the operator (SB_EXEC_DISABLE_LAYERS)"
+Wrapper = Literal["auto", "native", "python"]
 
 
 def _python_candidates() -> list[str]:
@@ -61,13 +63,58 @@ async def _try(
     return "ok"
 
 
+def _wrappers(wrapper: Wrapper, native_path: str | None) -> tuple[list[tuple[str, str]], str]:
+    """The wrappers to try, in order, as ``(kind, program)``; and why the compiled one is not
+    among them when it was asked for ("" otherwise)."""
+    # Imported here: `python -m switchboard_tools.sandbox.native` (make install) must not find
+    # the module imported already by this package's __init__.
+    from switchboard_tools.sandbox import native
+
+    candidates: list[tuple[str, str]] = []
+    why = ""
+    if wrapper in ("auto", "native"):
+        built = native.find(Path(native_path) if native_path else None)
+        if built is not None:
+            candidates.append(("native", str(built)))
+        else:
+            why = "the compiled wrapper is not built (make install builds it)"
+    if wrapper in ("auto", "python"):
+        candidates += [("python", python) for python in _python_candidates()]
+    return candidates, why
+
+
+async def _find_wrapper(
+    sandbox: LayeredSandbox, workspace: Path, wrapper: Wrapper, native_path: str | None
+) -> str:
+    """Set ``sandbox.layers``' wrapper to the first that runs ``true`` and measures it; return
+    the probe status of the measurement."""
+    layers = sandbox.layers
+    candidates, why = _wrappers(wrapper, native_path)
+    failed = [why] if why else []
+    for kind, program in candidates:
+        layers.native, layers.python = (program, None) if kind == "native" else (None, program)
+        status = await _try(sandbox, workspace, {}, frozenset({"no_new_privs"}))
+        if status == "ok":
+            if failed and wrapper == "auto":
+                log.warning("sandbox: compiled wrapper not used: %s", "; ".join(failed))
+            return "ok"
+        failed.append(f"{kind} wrapper {program}: {status}")
+        layers.native = layers.python = None
+    return "unavailable: " + ("; ".join(failed) or "no python3 runs")
+
+
 async def probe_layers(
     sandbox: LayeredSandbox,
     bwrap_path: str | None = "bwrap",
     disable: frozenset[str] = frozenset(),
+    wrapper: Wrapper = "auto",
+    native_path: str | None = None,
 ) -> LayeredSandbox:
     """Probe every layer on ``sandbox`` and record the outcome in ``sandbox.layers``; the
-    layers in ``disable`` are not probed nor used (reported as disabled by the operator)."""
+    layers in ``disable`` are not probed nor used (reported as disabled by the operator).
+    ``wrapper``: which program confines and measures each call (``auto``: the compiled one when
+    built and every layer the host has passes its probe under it, else the Python one; see
+    :mod:`.native`); ``native_path``: the compiled one (default :func:`.native.default_path`)."""
     unknown = set(disable) - OPTIONAL_LAYERS
     if unknown:
         raise ValueError(
@@ -78,14 +125,8 @@ async def probe_layers(
     sandbox.layers = layers
     with tempfile.TemporaryDirectory(prefix="sb-probe-") as tmp:
         workspace = Path(tmp)
-        for python in _python_candidates():
-            layers.python = python
-            status = await _try(sandbox, workspace, {}, frozenset({"no_new_privs"}))
-            if status == "ok":
-                break
-            layers.python = None
-        layers.status["measurement"] = "ok" if layers.python else "unavailable: no python3 runs"
-        if layers.python is None:
+        layers.status["measurement"] = await _find_wrapper(sandbox, workspace, wrapper, native_path)
+        if layers.wrapper is None:
             for name in sorted(OPTIONAL_LAYERS):
                 layers.status[name] = "unavailable: nothing to measure it with"
             return sandbox
@@ -106,11 +147,23 @@ async def probe_layers(
             if name == "cgroup" and layers.cgroups is None:
                 return f"unavailable: {cgroups}"
             network = name == "landlock" or name == "cgroup"  # else: prove it denies it
-            return await _try(sandbox, workspace, {name: True}, frozenset({name}), network)
+            status = await _try(sandbox, workspace, {name: True}, frozenset({name}), network)
+            if status != "ok":
+                failed_runs.append(f"{name}: {status}")
+            return status
 
+        failed_runs: list[str] = []
         names = sorted(OPTIONAL_LAYERS)
         for name, status in zip(names, await asyncio.gather(*map(probe, names)), strict=True):
             layers.status[name] = status
+        if wrapper == "auto" and layers.wrapper == "native" and failed_runs:
+            # A layer the host has did not work under the compiled wrapper: "auto" must not cost
+            # a layer, so the Python one is probed too and kept if it has one the other lacks.
+            await probe_layers(sandbox, bwrap_path, disable, "python")
+            if _working(sandbox.layers) - _working(layers):
+                log.warning("sandbox: compiled wrapper not used: %s", "; ".join(failed_runs))
+                return sandbox
+            sandbox.layers = layers
         layers.seccomp = layers.status["seccomp"] == "ok"
         if layers.status["landlock"] != "ok":
             layers.landlock_abi = 0
@@ -120,6 +173,10 @@ async def probe_layers(
             layers.cgroups = None
     log.info("sandbox layers probed", extra={"isolation": sandbox.attestation()})
     return sandbox
+
+
+def _working(layers: Layers) -> set[str]:
+    return {name for name, status in layers.status.items() if status == "ok"}
 
 
 def _find_cgroups(sandbox: LayeredSandbox) -> Cgroups | str:
@@ -145,13 +202,15 @@ async def probe_sandbox(
     disable: frozenset[str] = frozenset(),
     cgroup_limits: CgroupLimits | None = None,
     cgroup_parent: str = "",
+    wrapper: Wrapper = "auto",
+    native_path: str | None = None,
 ) -> LayeredSandbox:
     """Build a :class:`LayeredSandbox` and probe it: the executor's start-up factory. Also
     makes this process the subreaper of sandbox orphans (see :func:`become_subreaper`).
     ``disable``: layers not to use; ``cgroup_limits``/``cgroup_parent``: the per-call cgroups
-    (see :class:`LayeredSandbox`)."""
+    (see :class:`LayeredSandbox`); ``wrapper``/``native_path``: see :func:`probe_layers`."""
     become_subreaper()
     sandbox = LayeredSandbox(uid=uid, cgroup_limits=cgroup_limits, cgroup_parent=cgroup_parent)
     if default_profile is not None:
         sandbox.default_profile = default_profile
-    return await probe_layers(sandbox, bwrap_path, disable)
+    return await probe_layers(sandbox, bwrap_path, disable, wrapper, native_path)

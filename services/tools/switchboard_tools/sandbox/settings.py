@@ -14,6 +14,11 @@
   per-call cgroups are made in (default: the executor's own).
 - ``SB_EXEC_SANDBOX_UID`` (default 65534): the unprivileged uid commands run as when the
   executor is root.
+- ``SB_SANDBOX_WRAPPER``: the program that applies Landlock and seccomp inside each call,
+  measures what is in force and execs the command: ``auto`` (default: the compiled one,
+  :mod:`.native`, when it is built and its start-up probe passes, else the Python one),
+  ``native`` (the compiled one or no sandbox) or ``python``. Reported as ``wrapper`` in the
+  attestation.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from switchboard_tools.sandbox.cgroups import CgroupLimits
 from switchboard_tools.sandbox.layered import LayeredSandbox
-from switchboard_tools.sandbox.probe import probe_sandbox
+from switchboard_tools.sandbox.probe import Wrapper, probe_sandbox
 from switchboard_tools.sandbox.profile import DEFAULT_REQUIRE, OPTIONAL_LAYERS, SandboxProfile
 
 _SIZE = re.compile(r"\s*([0-9]+)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
@@ -67,16 +72,27 @@ class ExecSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SB_", extra="ignore", frozen=True)
 
+    # How exec and process run commands: allowlist (one allowlisted program, no shell) or sandbox (a
+    # /bin/sh line; the isolation layers are the boundary).
     exec_mode: Literal["allowlist", "sandbox"] = "allowlist"
+    # Layers every command requires, comma-separated, a|b for either; '' opts out (hosts with
+    # neither).
     exec_require: Annotated[str, AfterValidator(check_require)] = DEFAULT_REQUIRE
+    # Optional layers not to use (seccomp, landlock, namespaces, cgroup), comma-separated.
     exec_disable_layers: Annotated[str, AfterValidator(check_disable)] = ""
+    # Memory limit of each command's cgroup (0: none).
     exec_memory_max: Annotated[int, BeforeValidator(parse_size), Field(ge=0)] = 512 << 20
+    # Process limit of each command's cgroup (0: none).
     exec_pids_max: int = Field(default=128, ge=0, le=1_000_000)
+    # The cgroup the per-command cgroups are made in; empty: the executor's own.
     exec_cgroup_parent: str = ""
     # The unprivileged uid commands run as when the executor is root. RLIMIT_NPROC counts a
     # uid's processes machine-wide: executors on one machine that must not share that count
     # (one's fork bomb starving the other's commands) each get their own.
     exec_sandbox_uid: int = Field(default=65534, ge=1, le=4_294_967_294)
+    # The program that confines and measures each command: auto (the compiled one when built and
+    # working, else python), native or python.
+    sandbox_wrapper: Wrapper = "auto"
 
     def sandbox_profile(self) -> SandboxProfile:
         return SandboxProfile.parse(self.exec_require)
@@ -94,4 +110,5 @@ class ExecSettings(BaseSettings):
             cgroup_limits=self.cgroup_limits(),
             cgroup_parent=self.exec_cgroup_parent,
             uid=self.exec_sandbox_uid,
+            wrapper=self.sandbox_wrapper,
         )
