@@ -1,6 +1,6 @@
-"""Memory end to end: `switchboard up --processes` with no memory setting (the packaged local
-model, Qdrant Edge under $SB_HOME), a fake model that calls the memory tools as a real one
-would, and the tools invoked directly through `POST /tools/invoke`."""
+"""Memory end to end: `switchboard up --processes` with no memory setting (embedded mode's
+keyword-only memory, Qdrant Edge under $SB_HOME), a fake model that calls the memory tools as a
+real one would, and the tools invoked directly through `POST /tools/invoke`."""
 
 from __future__ import annotations
 
@@ -97,6 +97,8 @@ def test_remember_and_recall_across_sessions_scopes_and_a_restart(
         assert stored["ok"] and stored["text"] == "Stored.", stored
         found = invoke(stack, "memory_search", {"query": "gate code", "k": 5}, "main:api:dave")
         assert found["ok"] and "7319" in found["text"], found
+        # Embedded mode's default: keywords by choice, not a degraded search.
+        assert found["details"] == {"hits": 1, "mode": "keyword"}, found
 
         # Not visible to another agent, nor to a group chat of the same agent.
         other = invoke(stack, "memory_search", {"query": "gate code Lisbon"}, "other:api:x")

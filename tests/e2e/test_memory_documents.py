@@ -1,5 +1,6 @@
-"""Documents into memory the way an operator does it: `switchboard up` with no memory setting
-at all (the local embedding model, Qdrant local mode under $SB_HOME), then `switchboard memory
+"""Documents into memory the way an operator does it: `switchboard up` with the local embedding
+model (`SB_EMBEDDING_PROVIDER=local`; embedded mode's default is keyword-only memory), Qdrant
+local mode under $SB_HOME, then `switchboard memory
 ingest|search|show|forget` through the gateway's /api/memory to the memory service. One stack
 for the module: the tests' documents have their own names and unrelated contents."""
 
@@ -67,7 +68,7 @@ def tiny_pdf(text: str) -> bytes:
 def stack() -> Iterator[Stack]:
     # Not under pytest's tmp tree (see tests/support/servers.py: pgserver and root).
     home = Path(tempfile.mkdtemp(prefix="sb-memdocs-"))
-    s = start_stack(home / "home", {}, timeout=120)
+    s = start_stack(home / "home", {"SB_EMBEDDING_PROVIDER": "local"}, timeout=120)
     try:
         yield s
     finally:

@@ -3,7 +3,9 @@
 Embeddings can fail (an OpenAI-compatible provider down, a bad key): then entries are stored
 with their keyword vector only and embedded later (:meth:`Memory.repair`), and searches run on
 keywords, each answer saying why (``degraded``). Nothing is lost and no caller waits for the
-provider to come back."""
+provider to come back. With no provider at all (``SB_EMBEDDING_PROVIDER=none``, embedded mode's
+default) the same happens by choice: keyword vectors only, searches on keywords, nothing
+degraded, and the entries are embedded once a provider is set."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from switchboard.sessions import is_agent_id
 
 from .embeddings import Embedder
 from .entries import Entry, Filter, Hit, Store, entry_id
-from .errors import EmbeddingUnavailable, InvalidRequest
+from .errors import NO_PROVIDER, EmbeddingUnavailable, InvalidRequest
 from .metrics import DEGRADED, SEARCH_SECONDS, SEARCHES, UPSERTED
 from .recall import compose_query
 from .sparse import Bm25Encoder
@@ -88,6 +90,8 @@ class Memory:
     ) -> None:
         self.store = store
         self.embedder = embedder
+        # "none": keyword-only memory by configuration, not a failure (providers.NoEmbedder).
+        self.dense = embedder.provider != "none"
         self.sparse = Bm25Encoder()
         self.max_text_chars = max_text_chars
         self.weights = weights
@@ -117,8 +121,10 @@ class Memory:
             span.set_attribute("sb.agent", scope.agent)
             span.set_attribute("sb.memory.items", len(items))
             degraded = ""
+            dense: list[list[float]] | None = None
             try:
-                dense: list[list[float]] | None = await self.embedder.embed([i.text for i in items])
+                if self.dense:
+                    dense = await self.embedder.embed([i.text for i in items])
             except EmbeddingUnavailable as exc:
                 dense, degraded = None, f"stored without embeddings: {exc}"
                 DEGRADED.labels("upsert").inc()
@@ -164,7 +170,10 @@ class Memory:
             text = compose_query(query)
             dense: list[float] | None = None
             degraded = ""
-            if mode != "keyword":
+            if mode != "keyword" and not self.dense:
+                if mode == "vector":  # asked for explicitly: say why it is not one
+                    degraded = f"keyword search only: {NO_PROVIDER}"
+            elif mode != "keyword":
                 try:
                     [dense] = await self.embedder.embed([text], query=True)
                 except EmbeddingUnavailable as exc:
@@ -189,8 +198,11 @@ class Memory:
             return Found(hits, ran, degraded)
 
     async def repair(self, batch: int = 64) -> int:
-        """Embed entries stored while the provider was down; how many were embedded."""
+        """Embed entries stored while the provider was down (or while none was configured);
+        how many were embedded."""
         done = 0
+        if not self.dense:
+            return done
         for agent in await self.store.agents():
             while True:
                 pending = await self.store.without_dense(agent, batch)

@@ -90,8 +90,16 @@ async def serve(settings: MemorySettings, stop: asyncio.Event) -> None:
             settings.memory_grpc_port,
             rpc.Servicer(memory_pb2_grpc.add_MemoryServicer_to_server, service),
         )
-        repair = asyncio.create_task(_repair_loop(memory, rt.stopping, settings.repair_interval_s))
-        rt.stack.push_async_callback(_cancel, repair)
+        if memory.dense:  # nothing to repair in keyword-only memory
+            repair = asyncio.create_task(
+                _repair_loop(memory, rt.stopping, settings.repair_interval_s)
+            )
+            rt.stack.push_async_callback(_cancel, repair)
+        else:
+            log.info(
+                "memory searches by keywords only (SB_EMBEDDING_PROVIDER=none); "
+                "SB_EMBEDDING_PROVIDER=local adds semantic search (docs/memory.md)"
+            )
         log.info(
             "memory ready",
             extra={

@@ -91,7 +91,7 @@ def check_valid(config: Config) -> Iterable[Finding]:
             CRITICAL,
             "configuration",
             f"the {service} service would refuse its settings: {problem}",
-            "fix the settings named (docs/configuration in the README)",
+            "fix the settings named (docs/configuration.md)",
         )
 
 

@@ -9,6 +9,15 @@ from pydantic import Field, SecretStr, field_validator
 from switchboard.loops import EventLoop
 from switchboard.settings import Settings, default_home
 
+# What `switchboard up` (embedded mode) gives the services unless the environment sets it: the
+# lighter choice where a feature costs memory on a laptop or a small VPS (docs/footprint.md).
+# Compose and Kubernetes keep the services' own defaults.
+EMBEDDED_DEFAULTS: dict[str, str] = {
+    # Keyword-only memory: no embedding model in the process (about 50 MiB and a few ms of CPU
+    # per stored turn); `local` brings hybrid search back (docs/memory.md).
+    "SB_EMBEDDING_PROVIDER": "none",
+}
+
 DEFAULT_HTTP_PORT = 8080
 
 
