@@ -16,7 +16,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -67,13 +68,84 @@ def preload(services: Sequence[registry.Service]) -> list[str]:
     PostgreSQL start: most of a one-process start-up is these imports). The names of those
     whose import failed: :func:`load` imports them again when the host starts the service,
     which reports the error and restarts it as for any service that fails."""
-    failed = []
-    for service in services:
+    return Preload(services).run()
+
+
+class Preload:
+    """:func:`preload` in stages a launcher can start services between: every settings
+    class first (the launcher plans the instances with them), then each service's code in
+    order, each one's end a future. A service hosted meanwhile waits for its own import
+    (:func:`run_service`) and starts while the next ones import: its start-up is mostly
+    waiting on NATS, PostgreSQL and the sandbox probe, which then overlaps the imports
+    instead of following them (one interpreter: the imports cannot overlap each other)."""
+
+    def __init__(self, services: Sequence[registry.Service]) -> None:
+        self.services = list(services)
+        self.settings_loaded: Future[None] = Future()
+        self.loaded: dict[str, Future[None]] = {s.name: Future() for s in self.services}
+
+    def run(self) -> list[str]:
+        """Import everything (call it in a thread); the names of the services that failed."""
+        failed: list[str] = []
+        for service in self.services:
+            _LOADING[service.name] = self.loaded[service.name]
         try:
-            load(service)
-        except Exception:  # reported by the host when it loads the service again, see above
-            failed.append(service.name)
-    return failed
+            for service in self.services:
+                try:
+                    settings_class(service)
+                except Exception:  # reported by the host when it loads the service again
+                    failed.append(service.name)
+            self.settings_loaded.set_result(None)
+            for service in self.services:
+                try:
+                    if service.name not in failed:
+                        load(service)
+                except Exception:  # as above
+                    failed.append(service.name)
+                finally:
+                    self.loaded[service.name].set_result(None)
+        finally:  # whatever happened, nobody waits for an import that will not come
+            for future in (self.settings_loaded, *self.loaded.values()):
+                if not future.done():
+                    future.set_result(None)
+            for service in self.services:
+                if _LOADING.get(service.name) is self.loaded[service.name]:
+                    del _LOADING[service.name]
+        return failed
+
+
+# A service whose code a Preload is importing (in another thread) -> the end of that import.
+_LOADING: dict[str, Future[None]] = {}
+
+
+async def wait_preloaded(service: registry.Service) -> None:
+    """Return once no :class:`Preload` is importing ``service``'s code: importing it in the
+    event loop meanwhile would block every service of this process until done."""
+    pending = _LOADING.get(service.name)
+    if pending is not None:
+        await asyncio.wrap_future(pending)
+
+
+# How many service runtimes of this process serve: a launcher hosting them asks the gateway's
+# /readyz only once all do, since it cannot be ready before and each of its answers costs the
+# start-up a check of every service (docs/startup.md).
+_serving_here = 0
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[None]:
+    """Count a runtime as serving while in this block (ServiceRuntime.wait_stopped)."""
+    global _serving_here
+    _serving_here += 1
+    try:
+        yield
+    finally:
+        _serving_here -= 1
+
+
+def serving_here() -> int:
+    """How many service runtimes of this process have started and are not stopping."""
+    return _serving_here
 
 
 def load(service: registry.Service) -> tuple[type[Settings], Serve]:
@@ -96,6 +168,7 @@ class HostError(SwitchboardError):
 
 async def run_service(hosted: Hosted, stop: asyncio.Event) -> None:
     """Read the service's settings and serve until ``stop`` is set."""
+    await wait_preloaded(hosted.service)
     settings_class, serve = load(hosted.service)
     try:
         settings = settings_class.from_environ(hosted.environ)

@@ -20,8 +20,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 from google.protobuf.message import Message
@@ -31,6 +33,7 @@ from nats.js import JetStreamContext
 
 from . import backlog, bus, natsauth, rpc, tokens
 from .errors import ConfigError, DependencyUnavailable, SwitchboardError
+from .host import serving
 from .ops import OpsServer, Readiness
 from .registry import Service
 from .settings import CommonSettings, DatabaseSettings, RpcSettings
@@ -38,6 +41,13 @@ from .store import Migration, create_pool, migrate
 from .telemetry import enter_service, setup_telemetry
 
 log = logging.getLogger(__name__)
+# How often a service that is not the streams' owner looks for them while it starts, for how
+# long (then bus.wait_streams' 0.2 s): that 0.2 s added up to itself to a one-process start-up
+# (docs/startup.md).
+STREAMS_POLL_S = 0.02
+STREAMS_FAST_S = 0.5
+PG_SOCKET_POLL_S = 0.02  # see socket_appears
+PG_SOCKET_WAIT_S = 60.0  # as store.create_pool's own wait
 M = TypeVar("M", bound=Message)
 T = TypeVar("T")
 
@@ -103,9 +113,7 @@ class ServiceRuntime:
         if settings.nats_user in ("", natsauth.ADMIN, natsauth.STREAM_OWNER):
             await bus.ensure_streams(self._js, self.subjects, settings.nats_replicas)
         else:  # only the stream owner may create them
-            await self.unless_stopped(
-                bus.wait_streams(self._js, self.subjects), "waiting for the NATS streams"
-            )
+            await self.unless_stopped(self._wait_streams(), "waiting for the NATS streams")
         self.readiness.add("nats", self._nats_ok)
         self.readiness.add("started", self._started)
         await self._nc.subscribe(
@@ -136,11 +144,11 @@ class ServiceRuntime:
             return bool(pools) and await pools[0].fetchval("SELECT 1") == 1
 
         self.readiness.add("postgres", postgres_ok)
+        dsn = self.settings.database_url.get_secret_value()
+        if (socket := unix_socket(dsn)) is not None:
+            await self.unless_stopped(socket_appears(socket), "waiting for PostgreSQL")
         pool = await self.unless_stopped(
-            create_pool(
-                self.settings.database_url.get_secret_value(),
-                max_size=self.settings.database_pool_max,
-            ),
+            create_pool(dsn, max_size=self.settings.database_pool_max),
             "waiting for PostgreSQL",
         )
         self.stack.push_async_callback(pool.close)
@@ -229,8 +237,11 @@ class ServiceRuntime:
     async def wait_stopped(self) -> None:
         """The service is made: it counts as started (ready, if its checks pass) until stopped."""
         self._serving = True
-        await self.stopping.wait()
-        self._serving = False
+        try:
+            with serving():
+                await self.stopping.wait()
+        finally:
+            self._serving = False
         log.info("shutting down")
 
     # --- internals --------------------------------------------------------------------------
@@ -242,6 +253,18 @@ class ServiceRuntime:
             with contextlib.suppress(Exception):
                 await self._nc.flush(timeout=2)
             await self._nc.close()
+
+    async def _wait_streams(self) -> None:
+        """Until the streams' owner has made them: every ``STREAMS_POLL_S`` at first (in one
+        process it makes them within milliseconds of the others' start), then at
+        bus.wait_streams' own pace (service processes: the owner may still be importing, and
+        each look is a request per stream, taken from the start-up of every process)."""
+        try:
+            await asyncio.wait_for(
+                bus.wait_streams(self.js, self.subjects, STREAMS_POLL_S), STREAMS_FAST_S
+            )
+        except TimeoutError:
+            await bus.wait_streams(self.js, self.subjects)
 
     async def _started(self) -> bool:
         return self._serving
@@ -258,6 +281,39 @@ class ServiceRuntime:
             "checks": checks,
         }
         await msg.respond(json.dumps(reply).encode())
+
+
+def unix_socket(dsn: str) -> Path | None:
+    """The unix socket a PostgreSQL URI connects to (``?host=/a/dir``), None for TCP."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query)
+    host = (query.get("host") or [parts.hostname or ""])[0]
+    if not host.startswith("/"):
+        return None
+    try:
+        port = int((query.get("port") or [str(parts.port or 5432)])[0])
+    except ValueError:
+        return None
+    return Path(host) / f".s.PGSQL.{port}"
+
+
+async def socket_appears(path: Path) -> None:
+    """Return once PostgreSQL's socket ``path`` exists (the server listens), or at once when
+    its directory does not exist (nothing to wait for there), or after ``PG_SOCKET_WAIT_S``.
+    Embedded mode starts PostgreSQL while the services start: store.create_pool retries with a
+    doubling delay (0.1 s up to 2 s), so a first connection attempt made too early added up to
+    the last delay to the start-up; watching the file is free (docs/startup.md)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PG_SOCKET_WAIT_S
+    while loop.time() < deadline:
+        if not _socket_missing(path):
+            return
+        await asyncio.sleep(PG_SOCKET_POLL_S)  # no event to wait for: another process's file
+
+
+def _socket_missing(path: Path) -> bool:
+    """Not there yet, in a directory that is (two stat calls of a local path)."""
+    return not path.exists() and path.parent.is_dir()
 
 
 async def service_ready(

@@ -5,17 +5,25 @@ the aspect ratio, converted).
 
 Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``) is set from
 ``SB_MEDIA_MAX_PIXELS`` by :func:`configure` when the service starts; the explicit check here
-refuses at the same number, so its warning never has to be turned into an error."""
+refuses at the same number, so its warning never has to be turned into an error.
+
+Pillow itself is imported by the first image, not by the service's start, which its modules
+cost about 0.1 s of imports (docs/startup.md); :func:`_pillow` puts the limits in force
+whenever it is used."""
 
 from __future__ import annotations
 
 import io
+import sys
 from dataclasses import dataclass
-
-from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .errors import InvalidMedia
 from .structure import check_structure
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 FORMATS = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 _PILLOW_FORMATS = {
@@ -31,17 +39,34 @@ _TRANSPOSED = (5, 6, 7, 8)
 _ORIENTATION = 0x0112
 
 
+_max_pixels: int | None = None  # configure()'s, in force once Pillow is imported
+
+
 def configure(max_pixels: int) -> None:
     """Pillow's process-wide limits: a bomb above ``max_pixels`` (its error above twice as
-    many), and truncated files are errors (never padded with grey)."""
-    Image.MAX_IMAGE_PIXELS = max_pixels
+    many), and truncated files are errors (never padded with grey). In force now if Pillow is
+    imported already, else from its import (:func:`_pillow`)."""
+    global _max_pixels
+    _max_pixels = max_pixels
+    if "PIL.Image" in sys.modules:
+        _pillow()
+
+
+def _pillow() -> ModuleType:
+    """``PIL.Image`` (imported on first use), with :func:`configure`'s limits in force."""
+    from PIL import Image, ImageFile
+
+    if _max_pixels is not None:
+        Image.MAX_IMAGE_PIXELS = _max_pixels
     ImageFile.LOAD_TRUNCATED_IMAGES = False
+    return Image
 
 
 def _open(data: bytes, mime: str, max_pixels: int) -> Image.Image:
+    pil = _pillow()
     try:
-        image = Image.open(io.BytesIO(data), formats=[_PILLOW_FORMATS[mime]])
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
+        image: Image.Image = pil.open(io.BytesIO(data), formats=[_PILLOW_FORMATS[mime]])
+    except (pil.UnidentifiedImageError, pil.DecompressionBombError, OSError, ValueError) as exc:
         raise InvalidMedia(_why(exc, mime)) from exc
     width, height = image.size
     if width * height > max_pixels:
@@ -53,7 +78,7 @@ def _open(data: bytes, mime: str, max_pixels: int) -> Image.Image:
 
 
 def _why(exc: Exception, mime: str) -> str:
-    if isinstance(exc, Image.DecompressionBombError):
+    if isinstance(exc, _pillow().DecompressionBombError):
         return "the image declares more pixels than allowed (a decompression bomb): refused"
     kind = mime.removeprefix("image/")
     return f"the {kind} image could not be decoded (truncated or damaged)"
@@ -124,6 +149,8 @@ def transform(
         raise InvalidMedia("format must be jpeg, png or webp")
     box = _box(operation, max_width, max_height)
     image = _open(data, mime, max_pixels)
+    from PIL import ImageOps  # Pillow is imported by now (_open)
+
     try:
         with image:
             turned = image.getexif().get(_ORIENTATION) in _TRANSPOSED
@@ -138,7 +165,7 @@ def transform(
             icc = image.info.get("icc_profile")
             made = ImageOps.exif_transpose(image)
             if made.size != size:
-                made = made.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
+                made = made.resize(size, _pillow().Resampling.BICUBIC, reducing_gap=3.0)
             return _encode(made, target, quality or DEFAULT_QUALITY, icc)
     except (OSError, ValueError, EOFError, SyntaxError) as exc:
         raise InvalidMedia(_why(exc, mime)) from exc
@@ -153,7 +180,7 @@ def _fit(size: tuple[int, int], box: tuple[int, int]) -> tuple[int, int]:
 def _encode(image: Image.Image, target: str, quality: int, icc: bytes | None) -> Made:
     if target == "jpeg" and image.mode not in ("RGB", "L"):
         rgba = image.convert("RGBA")
-        image = Image.new("RGB", rgba.size, "white")  # transparency on white, not black
+        image = _pillow().new("RGB", rgba.size, "white")  # transparency on white, not black
         image.paste(rgba, mask=rgba.getchannel("A"))
     elif image.mode == "P":
         image = image.convert("RGBA")

@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 import switchboard.registry
 from switchboard import bus
 from switchboard.runtime import ServiceRuntime
-from switchboard.telemetry import extract_context
+from switchboard.telemetry import enter_service, extract_context
 from switchboard.v1 import messages_pb2
 
 from .builtin import builtin_registry
@@ -40,6 +40,7 @@ from .workspace import WorkspaceScope, open_workspace
 
 if TYPE_CHECKING:
     from .mcp.hub import McpHub
+    from .sandbox.layered import LayeredSandbox
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.tools")
@@ -211,55 +212,70 @@ def _asking_agent(data: bytes) -> str | None:
 
 
 async def serve(settings: ToolsSettings, stop: asyncio.Event) -> None:
-    async with ServiceRuntime(switchboard.registry.get("tools"), settings, stop) as rt:
-        sandbox = await settings.probe_sandbox()
-        processes = ProcessManager(
-            sandbox,
-            ProcessLimits(
-                max_per_agent=settings.process_max_per_agent,
-                max_lifetime_s=settings.process_max_lifetime_s,
-                output_cap=settings.process_output_cap,
-            ),
-        )
-        tools = builtin_registry(
-            sandbox,
-            settings.exec_allowlist,
-            web=settings,
-            processes=processes,
-            max_args_bytes=settings.tool_args_max_bytes,
-            exec_mode=settings.exec_mode,
-            a2a=settings,
-        )
-        mcp: McpHub | None = None
-        if settings.mcp_servers:  # the mcp package is imported only when servers are configured
-            from .mcp.hub import McpHub
+    service = switchboard.registry.get("tools")
+    # The sandbox probe (sandboxed commands under each layer: the longest part of this start-up)
+    # needs no connection: it runs while the runtime connects to NATS.
+    enter_service(service.name)  # the probe's logs and spans are the executor's
+    probing = asyncio.ensure_future(settings.probe_sandbox())
+    try:
+        async with ServiceRuntime(service, settings, stop) as rt:
+            await _serve(settings, rt, await probing)
+    finally:
+        probing.cancel()  # the runtime failed or was stopped first; nothing once it is done
+        await asyncio.wait({probing})  # its sandboxed processes are gone once it has ended
+        if not probing.cancelled():
+            probing.exception()  # retrieved: the runtime's own error is the one raised
 
-            mcp = McpHub(
-                settings.mcp_servers,
-                sandbox,
-                settings.sandbox_profile(),
-                settings.workspace_root(),
-                settings.tool_args_max_bytes,
-            )
-            mcp.start()
-            rt.stack.push_async_callback(mcp.close)
-        executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, mcp)
-        await executor.serve_processes()
-        rt.stack.push_async_callback(executor.close)
-        await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
-        await rt.nc.subscribe(
-            rt.subjects.tools_cancel("*"),
-            cb=bus.decoding(messages_pb2.ToolCancel, executor.cancel_run, "tool cancels"),
+
+async def _serve(settings: ToolsSettings, rt: ServiceRuntime, sandbox: LayeredSandbox) -> None:
+    """The executor's start-up once connected and its sandbox probed, then its life."""
+    processes = ProcessManager(
+        sandbox,
+        ProcessLimits(
+            max_per_agent=settings.process_max_per_agent,
+            max_lifetime_s=settings.process_max_lifetime_s,
+            output_cap=settings.process_output_cap,
+        ),
+    )
+    tools = builtin_registry(
+        sandbox,
+        settings.exec_allowlist,
+        web=settings,
+        processes=processes,
+        max_args_bytes=settings.tool_args_max_bytes,
+        exec_mode=settings.exec_mode,
+        a2a=settings,
+    )
+    mcp: McpHub | None = None
+    if settings.mcp_servers:  # the mcp package is imported only when servers are configured
+        from .mcp.hub import McpHub
+
+        mcp = McpHub(
+            settings.mcp_servers,
+            sandbox,
+            settings.sandbox_profile(),
+            settings.workspace_root(),
+            settings.tool_args_max_bytes,
         )
-        await rt.consume(
-            "TOOLS",
-            CONSUMER,
-            f"{settings.subject_prefix}.tools.call.>",
-            messages_pb2.ToolCall,
-            executor.handle,
-            concurrency=settings.tools_max_concurrency,
-            ack_wait=settings.tools_max_timeout_s + 30,
-            max_deliver=3,
-        )
-        log.info("tool executor ready", extra={"isolation": sandbox.attestation()})
-        await rt.wait_stopped()
+        mcp.start()
+        rt.stack.push_async_callback(mcp.close)
+    executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, mcp)
+    await executor.serve_processes()
+    rt.stack.push_async_callback(executor.close)
+    await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)
+    await rt.nc.subscribe(
+        rt.subjects.tools_cancel("*"),
+        cb=bus.decoding(messages_pb2.ToolCancel, executor.cancel_run, "tool cancels"),
+    )
+    await rt.consume(
+        "TOOLS",
+        CONSUMER,
+        f"{settings.subject_prefix}.tools.call.>",
+        messages_pb2.ToolCall,
+        executor.handle,
+        concurrency=settings.tools_max_concurrency,
+        ack_wait=settings.tools_max_timeout_s + 30,
+        max_deliver=3,
+    )
+    log.info("tool executor ready", extra={"isolation": sandbox.attestation()})
+    await rt.wait_stopped()

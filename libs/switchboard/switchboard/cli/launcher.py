@@ -40,10 +40,17 @@ from switchboard.cli.home import (
     write_pid,
 )
 from switchboard.cli.inprocess import InProcess
-from switchboard.cli.settings import DEFAULT_HTTP_PORT, LauncherSettings
+from switchboard.cli.settings import DEFAULT_HTTP_PORT, EMBEDDED_DEFAULTS, LauncherSettings
+from switchboard.cli.startup import (
+    COUNTER_POLL_S,
+    READY_POLL_S,
+    READY_POLL_SERVING_S,
+    import_order,
+    readyz_ok,
+)
 from switchboard.cli.supervisor import Instance, ServiceSpec, Supervisor, plan_instances
 from switchboard.embedded import NatsServer, Postgres, ServerError, port_is_free
-from switchboard.host import Backoff, dump_tasks, preload, settings_class
+from switchboard.host import Backoff, Preload, dump_tasks, serving_here, settings_class
 from switchboard.natscluster import NatsCluster
 from switchboard.settings import scoped_environ
 
@@ -103,6 +110,7 @@ class Launcher:
         self._claimed = False  # run/launcher.pid is ours
         self._nats_start: asyncio.Future[object] | None = None
         self._pg_start: asyncio.Future[str] | None = None
+        self._preloading: asyncio.Future[list[str]] | None = None
         self._services_log: IO[str] | None = None
 
     def say(self, message: str) -> None:
@@ -161,18 +169,16 @@ class Launcher:
             self.postgres = Postgres(home.pg_dir)
             self.database_url = await asyncio.to_thread(self.postgres.expected_uri)
             self._pg_start = asyncio.ensure_future(asyncio.to_thread(self.postgres.start))
-        # One process: the services' code is imported meanwhile (a thread; the loop waits).
-        preloading = (
-            None
-            if self.processes
-            else asyncio.ensure_future(
-                asyncio.to_thread(preload, [spec.service for spec in self.services])
-            )
-        )
+        # One process: the services' code is imported meanwhile (a thread), and each service
+        # starts once its own code is (host.Preload); one that failed is imported again, and
+        # reported, by the host.
+        loading = None if self.processes else Preload(import_order(self.services))
+        if loading is not None:
+            self._preloading = asyncio.ensure_future(asyncio.to_thread(loading.run))
         await self._nats_start
         self._write_nats_pids()
-        if preloading is not None:
-            await preloading  # one that failed is imported again, and reported, by the host
+        if loading is not None:
+            await asyncio.wrap_future(loading.settings_loaded)  # _plan reads them
 
         instances = self._plan(token.value, service_token(home, self.settings.service_token))
         if self.processes:
@@ -266,6 +272,8 @@ class Launcher:
             "SB_WORKSPACES_DIR": str(self.home.workspaces_dir),
         }
         common.setdefault("PYTHONUNBUFFERED", "1")  # service logs appear as they are written
+        for name, value in EMBEDDED_DEFAULTS.items():
+            common.setdefault(name, value)
         if self.nats_nodes > 1:  # as a production cluster would, unless told otherwise
             common.setdefault("SB_NATS_REPLICAS", str(min(self.nats_nodes, 3)))
         # On a laptop nothing listens beyond loopback unless the user asks for it.
@@ -345,17 +353,19 @@ class Launcher:
                     self.supervisor.restart(inst)
 
     async def _wait_ready(self) -> bool:
-        import httpx
-
-        url = f"http://127.0.0.1:{self.http_port}/readyz"
+        """Poll the gateway's /readyz until it answers 200; with the services in this process,
+        only once all of them serve (:func:`serving_here`): it cannot answer 200 before,
+        and each answer costs them a check of every service (:mod:`.startup`)."""
         deadline = time.monotonic() + self.ready_timeout
-        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(url)).status_code == 200:
-                        self.ready.set()
-                        return True
-                await asyncio.sleep(0.05)
+        hosted = self.supervisor if isinstance(self.supervisor, InProcess) else None
+        while time.monotonic() < deadline:
+            if hosted is not None and serving_here() < len(hosted.instances):
+                await asyncio.sleep(COUNTER_POLL_S)  # a look at a counter: no I/O
+                continue
+            if await readyz_ok(self.http_port):
+                self.ready.set()
+                return True
+            await asyncio.sleep(READY_POLL_S if hosted is None else READY_POLL_SERVING_S)
         return False
 
     async def _shutdown(self) -> None:

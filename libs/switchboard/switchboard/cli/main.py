@@ -1,26 +1,33 @@
-"""The ``switchboard`` command: one sub-command per module, each exposing ``register()``."""
+"""The ``switchboard`` command: one sub-command per module, each exposing ``register()``.
+
+Only the module of the command being run is imported: ``switchboard up`` does not load the
+terminal chat's WebSocket client, httpx's own command line (click, rich, pygments), the YAML of
+skills or jsonschema, which the other commands import (0.6 s of a warm start: docs/startup.md).
+``switchboard --help``, no command or an unknown one registers them all."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import platform
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from switchboard.cli import (
-    agent,
-    chat,
-    cron,
-    doctor,
-    memory,
-    pairing,
-    secrets_env,
-    security,
-    serve,
-    sessions,
-    up,
-)
+# Each command and the module (switchboard.cli.<module>) that registers it, in help's order.
+COMMANDS: dict[str, str] = {
+    "up": "up",
+    "serve": "serve",
+    "doctor": "doctor",
+    "secrets": "secrets_env",
+    "pairing": "pairing",
+    "memory": "memory",
+    "cron": "cron",
+    "chat": "chat",
+    "agent": "agent",
+    "sessions": "sessions",
+    "security": "security",
+}
 
 
 def package_version() -> str:
@@ -35,28 +42,28 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with ``only`` that one (its module alone imported)."""
     parser = argparse.ArgumentParser(
         prog="switchboard", description="Switchboard: a self-hosted AI assistant."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    up.register(commands)
-    serve.register(commands)
-    doctor.register(commands)
-    secrets_env.register(commands)
-    pairing.register(commands)
-    memory.register(commands)
-    cron.register(commands)
-    chat.register(commands)
-    agent.register(commands)
-    sessions.register(commands)
-    security.register(commands)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"switchboard.cli.{module}").register(commands)
     commands.add_parser("version", help="print the version").set_defaults(func=_version)
     return parser
 
 
+def chosen(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, if it is one of :data:`COMMANDS` (the first argument: the
+    top-level parser has no options but ``-h``)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(chosen(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
