@@ -1,4 +1,4 @@
-"""Skills (DESIGN.md section 6.2): folders of instructions an agent reads when a task calls for
+"""Skills (docs/skills.md): folders of instructions an agent reads when a task calls for
 them. A skill is ``<skills dir>/<folder>/SKILL.md``: YAML front matter, then the body::
 
     ---
@@ -71,6 +71,7 @@ def on_exec_path(program: str) -> str | None:
 class SkillSettings(Settings):
     """``SB_SKILLS_DIRS``: shared skill folders (a JSON list of paths), after the workspace's."""
 
+    # JSON list of shared skill folders, searched after the workspace's own skills/.
     skills_dirs: list[Path] = Field(default_factory=list)
 
 

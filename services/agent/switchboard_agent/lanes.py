@@ -1,4 +1,4 @@
-"""The lane protocol (DESIGN.md section 4) on the agent side.
+"""The lane protocol (docs/architecture.md) on the agent side.
 
 Every replica pulls from the shared ``dispatch`` consumer. A replica that receives an item tries
 to take the session's lease; the owner reads the session's pending items from the stream in

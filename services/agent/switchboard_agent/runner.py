@@ -29,20 +29,21 @@ from .budget import Accounting
 from .compaction import Compactor
 from .events import RunEvents
 from .failover import ModelRouter
-from .genai import describe_request, describe_response
 from .heartbeat import is_heartbeat, silent_heartbeat
 from .hooks import Hooks, RunInfo
 from .local_tools import LocalTools
-from .metrics import LLM_SECONDS, LLM_TOKENS, RUN_SECONDS, RUNS, STEERED
+from .metrics import RUN_SECONDS, RUNS, STEERED
 from .outbound import OutboundPublisher
 from .prompt import PromptBuilder, RunFacts
-from .providers.base import Model, ModelRequest, ModelResponse, TextDelta
+from .providers.base import Model, ModelRequest
 from .providers.errors import ModelError
 from .queueing import Batch, PendingItem, RunControl
 from .replies import committed_reply, reply_text
+from .run_commit import commit_run, hold_usage
+from .run_model import call_model, stop_if_interrupted, stream_text
 from .session_models import SessionModels
 from .standing import settle
-from .store import RunRecord, SessionStore
+from .store import Message, RunRecord, SessionStore
 from .toolgate import ToolGate, ToolRules
 from .toolphase import run_tools
 from .tools_client import ToolDispatcher
@@ -54,15 +55,6 @@ tracer = trace.get_tracer("switchboard.agent")
 
 
 AfterCommit = Callable[[messages_pb2.LaneItem, str | None, str], Awaitable[None]]
-
-
-def stop_if_interrupted(control: RunControl) -> None:
-    """Raise the cancellation an abort or a newer message asked for, if it was lost: on
-    Python 3.11 ``asyncio.wait_for`` drops a cancellation that lands as its awaitable
-    completes (seen once in CI: an aborted run streamed on to ``end_turn``). The run's own
-    handler turns it into ``interrupted``."""
-    if control.interrupted:
-        raise asyncio.CancelledError
 
 
 def iteration_limit_note(limit: int) -> str:
@@ -131,7 +123,8 @@ class Runner:
         checkpoint. ``stored_standing``: the one the session remembers (standing.py)."""
         item = batch.primary.item
         key = item.session_key
-        done, saved = await self.store.run_state(key, item.message.message_id)
+        start_state = await self.store.run_start(key, item.message.message_id)
+        done, saved = start_state.done, start_state.checkpoint
         if done:
             log.info("skipping replayed lane item", extra={"session": key})
             await self.republish(item, mode)
@@ -153,6 +146,7 @@ class Runner:
             lane_seq=batch.cover_seq,
             started_at=datetime.now(UTC),
         )
+        hold_usage(self.accounting, run_id)  # written with the commit (run_commit.py)
         standing = await settle(self.store, [p.item for p in batch.items], stored_standing)
         policy = self.gate.rules.policy(item.agent, key, session_policy, standing=standing)
         resumed = checkpoint is not None
@@ -174,7 +168,8 @@ class Runner:
                 await events.emit(
                     "lifecycle", "start", data={"resumed": True} if checkpoint else None
                 )
-                await self._execute(batch, turn, model_ref)
+                record.epoch = start_state.epoch
+                await self._execute(batch, turn, start_state.history, model_ref)
             except asyncio.CancelledError:
                 if not control.interrupted:
                     raise
@@ -183,7 +178,7 @@ class Runner:
                     current.uncancel()
                 await close_interrupted(record, self.nc, self.subjects, self.gate.store)
             record.lane_seq = batch.cover_seq
-            await self.store.commit_run(record, expected_cursor)
+            await commit_run(self.store, self.accounting, record, expected_cursor)
             text = reply_text(record.messages, record.status, record.stop_reason)
             if silent_heartbeat(item.message, text):
                 span.set_attribute("sb.heartbeat_ok", True)  # nothing to tell anyone
@@ -242,13 +237,15 @@ class Runner:
                 found.run_id, item, found.text, found.message_ids, mode.threads_replies
             )
 
-    async def _execute(self, batch: Batch, turn: Turn, model_ref: str = "") -> None:
+    async def _execute(
+        self, batch: Batch, turn: Turn, history: list[Message], model_ref: str = ""
+    ) -> None:
         """Run the tool loop; fill ``turn.record`` and ``turn.reply`` (the text as streamed).
-        ``model_ref``: the session's own model ("" : the configured one)."""
+        ``history``: the transcript the run starts from (read with the run state, in one round
+        trip); ``model_ref``: the session's own model ("" : the configured one)."""
         record, events, control, reply = turn.record, turn.events, turn.control, turn.reply
         item = batch.primary.item
         inbound = item.message
-        record.epoch, history = await self.store.transcript_at(item.session_key)
         system_extra: list[str] = []
         if not history:
             for c in inbound.context:
@@ -263,7 +260,7 @@ class Runner:
         if model is None:
             record.stop_reason = "no_model"
             record.messages.append(text_message("assistant", self.no_model_reply))
-            await self._stream_text(self.no_model_reply, events, reply)
+            await stream_text(self.no_model_reply, events, reply)
             return
 
         record.model = f"{model.provider}:{model.model}"
@@ -306,13 +303,13 @@ class Runner:
                 if record.iterations >= self.max_iterations:
                     record.stop_reason = "max_iterations"
                     note = iteration_limit_note(self.max_iterations)
-                    await self._stream_text(note, events, reply)
+                    await stream_text(note, events, reply)
                     record.messages.append(text_message("assistant", note))
                     break
                 if self.accounting and (stop := await self.accounting.check(record)):
                     record.stop_reason = "budget"
                     await events.emit("lifecycle", "budget", data={"limit": stop.limit})
-                    await self._stream_text(("\n\n" if reply else "") + stop.message, events, reply)
+                    await stream_text(("\n\n" if reply else "") + stop.message, events, reply)
                     record.messages.append(text_message("assistant", stop.message))
                     break
                 stop_if_interrupted(control)
@@ -335,7 +332,7 @@ class Runner:
                 )
                 run = RunInfo(record.run_id, record.session_key, record.agent)
                 request = await self.hooks.before_model_call(run, request, record.iterations)
-                response = await self._call_model(request, events, reply, model, control)
+                response = await call_model(request, events, reply, model, control)
                 record.model = f"{model.provider}:{model.model}"
                 if compaction is not None:
                     compaction.observe(response.usage)
@@ -353,7 +350,7 @@ class Runner:
             record.error = exc.message
             text = f"Sorry, the model call failed: {exc.message}"
             await events.emit("error", "error", text=exc.message)
-            await self._stream_text(text, events, reply)
+            await stream_text(text, events, reply)
             record.messages.append(text_message("assistant", text))
 
     async def _user_turn(self, items: list[PendingItem]) -> dict[str, Any]:
@@ -368,37 +365,3 @@ class Runner:
             else:
                 attachments.append(await self.media.blocks(refs))
         return user_turn(items, attachments)
-
-    async def _call_model(
-        self,
-        request: ModelRequest,
-        events: RunEvents,
-        reply: list[str],
-        model: Model,
-        control: RunControl,
-    ) -> ModelResponse:
-        start = time.perf_counter()
-        with tracer.start_as_current_span("llm.call", kind=SpanKind.CLIENT) as span:
-            describe_request(span, model, request)
-            first = True
-            response: ModelResponse | None = None
-            async for event in model.stream(request):
-                stop_if_interrupted(control)
-                if isinstance(event, TextDelta):
-                    if first and reply:
-                        await self._stream_text("\n\n", events, reply)
-                    first = False
-                    await self._stream_text(event.text, events, reply)
-                else:
-                    response = event
-            if response is None:
-                raise ModelError("the model stream ended without a response")
-            describe_response(span, response)
-        LLM_SECONDS.labels(model.provider, model.model).observe(time.perf_counter() - start)
-        LLM_TOKENS.labels(model.provider, model.model, "input").inc(response.usage.input_tokens)
-        LLM_TOKENS.labels(model.provider, model.model, "output").inc(response.usage.output_tokens)
-        return response
-
-    async def _stream_text(self, text: str, events: RunEvents, reply: list[str]) -> None:
-        reply.append(text)
-        await events.delta(text)

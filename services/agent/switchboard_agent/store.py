@@ -4,6 +4,7 @@ cursor are written in one transaction, so a replayed lane item is recognised and
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,7 @@ import asyncpg
 from switchboard.sessions import SUBAGENT_MARKER
 
 from .compaction_store import summary_message
+from .usage import CallUsage
 
 Message = dict[str, Any]
 
@@ -51,6 +53,16 @@ class SessionRow:
     agent: str
     updated_at: datetime
     message_count: int
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """:meth:`SessionStore.run_start`: the run state and the transcript, read together."""
+
+    done: bool  # the inbound message was answered already (a replayed lane item)
+    checkpoint: tuple[str, dict[str, Any]] | None  # (run id, state) of a run awaiting approval
+    epoch: int
+    history: list[Message]
 
 
 class CursorMoved(Exception):
@@ -140,6 +152,22 @@ class SessionStore:
         checkpoint = (row["run_id"], json.loads(row["state"])) if row["run_id"] else None
         return bool(row["done"]), checkpoint
 
+    async def run_start(self, session_key: str, inbound_id: str) -> RunStart:
+        """What a run reads before it starts, in one round trip instead of two: whether
+        ``inbound_id`` was answered, its checkpoint, and the transcript with its epoch (as
+        :meth:`run_state` and :meth:`transcript_at`; the transcript of a replayed item is read
+        for nothing, which is rare). The lane owner is the transcript's only writer while it
+        holds the lease, so reading it before the run's start event changes nothing."""
+        rows = await self.pool.fetch(_RUN_START, session_key, inbound_id)
+        first = rows[0]  # the base row always exists (LEFT JOINs)
+        state = first["ck_state"]
+        checkpoint = (first["ck_run"], json.loads(state)) if first["ck_run"] else None
+        summary = [summary_message(first["summary"])] if first["summary"] else []
+        history = [
+            {"role": r["role"], "content": json.loads(r["content"])} for r in rows if r["role"]
+        ]
+        return RunStart(bool(first["done"]), checkpoint, int(first["epoch"]), summary + history)
+
     async def transcript(self, session_key: str) -> list[Message]:
         return (await self.transcript_at(session_key))[1]
 
@@ -163,12 +191,16 @@ class SessionStore:
             {"role": r["role"], "content": json.loads(r["content"])} for r in rows if r["role"]
         ]
 
-    async def commit_run(self, run: RunRecord, expected_cursor: int) -> None:
+    async def commit_run(
+        self, run: RunRecord, expected_cursor: int, usage: Sequence[CallUsage] = ()
+    ) -> None:
         """Store the run and its transcript and move the cursor to ``run.lane_seq``, atomically,
         only if the cursor is still ``expected_cursor`` (else :class:`CursorMoved`).
 
         One statement, so one round trip: the cursor move is a data-modifying CTE and the
-        inserts only happen when it moved a row (a statement is atomic by itself)."""
+        inserts only happen when it moved a row (a statement is atomic by itself). ``usage``:
+        the run's model calls held for this statement (usage_writer.py), written whether or not
+        the cursor moved (the calls were made either way)."""
         moved = await self.pool.fetchval(
             _COMMIT,
             run.session_key,
@@ -189,6 +221,13 @@ class SessionStore:
             [json.dumps(m["content"]) for m in run.messages],
             run.checkpointed,
             run.epoch,
+            [u.run_id for u in usage],
+            [u.session_key for u in usage],
+            [u.agent for u in usage],
+            [u.model for u in usage],
+            [u.input_tokens for u in usage],
+            [u.output_tokens for u in usage],
+            [u.cost_usd for u in usage],
         )
         if not moved:
             raise CursorMoved(run.session_key)
@@ -238,6 +277,21 @@ class SessionStore:
         return [SessionRow(r["session_key"], r["agent"], r["updated_at"], r["n"]) for r in rows]
 
 
+# run_state's and transcript_at's statements as one: the base row (epoch, done, checkpoint)
+# joined to the transcript's rows; the checkpoint columns repeat on each row, and are only set
+# for a run that waited for an approval.
+_RUN_START = (
+    "SELECT e.epoch, e.done, e.ck_run, e.ck_state, c.summary, m.role, m.content FROM"
+    " (SELECT coalesce((SELECT epoch FROM agent.sessions WHERE session_key = $1), 0) AS epoch,"
+    " EXISTS (SELECT 1 FROM agent.runs WHERE session_key = $1 AND inbound_id = $2) AS done,"
+    " ck.run_id AS ck_run, ck.state AS ck_state FROM (SELECT 1) AS one"
+    " LEFT JOIN agent.run_checkpoints ck ON ck.session_key = $1 AND ck.inbound_id = $2) AS e"
+    " LEFT JOIN LATERAL (SELECT summary, through_id"
+    " FROM agent.compactions WHERE session_key = $1 AND epoch = e.epoch"
+    " ORDER BY through_id DESC LIMIT 1) AS c ON true LEFT JOIN agent.messages m"
+    " ON m.session_key = $1 AND m.epoch = e.epoch AND m.id > coalesce(c.through_id, 0)"
+    " ORDER BY m.id"
+)
 _MOVE = (
     "INSERT INTO agent.sessions AS s (session_key, agent, lane_cursor)"
     " SELECT $1, $2, $3::bigint WHERE $4::bigint = 0"
@@ -259,7 +313,12 @@ _COMMIT = (
     " FROM unnest($15::text[], $16::text[]) WITH ORDINALITY AS t(role, content, n)"
     " WHERE EXISTS (SELECT 1 FROM moved WHERE moved.epoch = $18::int) ORDER BY t.n RETURNING 1),"
     " dropped AS (DELETE FROM agent.run_checkpoints WHERE $17::bool"
-    " AND session_key = $1 AND inbound_id = $6 AND EXISTS (SELECT 1 FROM moved))"
+    " AND session_key = $1 AND inbound_id = $6 AND EXISTS (SELECT 1 FROM moved)),"
+    # The run's held usage rows (usage_writer.py), in call order, moved or not.
+    " used AS (INSERT INTO agent.usage (run_id, session_key, agent, model, input_tokens,"
+    " output_tokens, cost_usd) SELECT u.r, u.s, u.a, u.m, u.i, u.o, u.c FROM unnest($19::text[],"
+    " $20::text[], $21::text[], $22::text[], $23::bigint[], $24::bigint[], $25::float8[])"
+    " WITH ORDINALITY AS u(r, s, a, m, i, o, c, n) ORDER BY u.n RETURNING 1)"
     " SELECT count(*) FROM moved"
 )
 

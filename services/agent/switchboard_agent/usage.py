@@ -1,6 +1,7 @@
 """Token and cost usage: one row per model call in ``agent.usage`` (run, session, agent, UTC
-day, model), written right after the call so budgets see it at once on every replica, and
-summed per run, session, agent and day for ``Sessions.Usage`` and the budget checks.
+day, model), written right after the call where a budget reads stored usage (so it sees it at
+once on every replica), else with the run's commit (usage_writer.py, run_commit.py), and summed
+per run, session, agent and day for ``Sessions.Usage`` and the budget checks.
 
 Cost = the provider's usage fields x ``SB_PRICES`` (US dollars per million input/output tokens,
 keyed ``provider:model`` or the bare model name); a model without a price costs 0 and counts in

@@ -1,4 +1,4 @@
-"""The agent workspace's bootstrap files (DESIGN.md section 6.2): which ones a session gets,
+"""The agent workspace's bootstrap files (docs/workspace.md): which ones a session gets,
 read cheaply on every run, truncated for the prompt, and seeded from templates once.
 
 Which files a run gets, by session kind and standing (:func:`files_for`, docs/trust.md):

@@ -1,4 +1,4 @@
-"""Exact parts of replies at the edges of the chunker's rules (DESIGN.md section 6.5): a
+"""Exact parts of replies at the edges of the chunker's rules (docs/architecture.md): a
 leading indentation kept or dropped, a break right at ``min_chars`` or ``max_chars``, an info
 string holding a backtick (inline code, not a fence), a fence reopened with a long info string,
 tilde and longer markers, a reply ending inside a fence. The properties of test_chunker.py say

@@ -69,6 +69,7 @@ async def test_the_loader_returns_the_summary_then_the_tail(
     assert saved
     _, view = await store.transcript_at(KEY)
     assert texts(view) == [f"{SUMMARY_HEAD}\na and b happened", "c", "C"]
+    assert (await store.run_start(KEY, "m9")).history == view  # the run's own read: the same
     assert [m.content[0]["text"] for m in await store.history(KEY)] == list("aAbBcC")  # kept
     await commit(store, 4, ["d", "D"])
     _, view = await store.transcript_at(KEY)
@@ -88,6 +89,7 @@ async def test_the_loader_returns_the_summary_then_the_tail(
         == 0
     )
     assert (await store.transcript_at(KEY))[1] == []
+    assert (await store.run_start(KEY, "m9")).history == []
 
 
 async def test_the_file_fallback_appends_beneath_the_workspace(tmp_path: Path) -> None:

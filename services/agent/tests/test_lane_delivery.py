@@ -1,4 +1,4 @@
-"""The lane protocol's parts around a run (DESIGN.md section 4), against real NATS and
+"""The lane protocol's parts around a run (docs/architecture.md), against real NATS and
 PostgreSQL: the reader gives a lane's items after the cursor in order, one lane only, up to its
 limit; a replica already working on a lane takes a new delivery of it into that work instead of
 NAKing it; a busy replica stops at the items it was handed; NAK delays grow with each delivery

@@ -52,7 +52,7 @@ async def test_an_item_that_came_before_the_owner_watched_the_lane_interrupts_to
     first = await enqueue(env, "s:e", "first")
     seqs: list[int] = []
     subscribe: Callable[..., Awaitable[Any]] = env.nc.subscribe
-    run_state: Callable[..., Awaitable[Any]] = env.store.run_state
+    run_start: Callable[..., Awaitable[Any]] = env.store.run_start
 
     async def late(subject: str, **kwargs: Any) -> Any:
         if subject == env.subjects.lane("main", session_token("s:e")) and not seqs:
@@ -63,11 +63,11 @@ async def test_an_item_that_came_before_the_owner_watched_the_lane_interrupts_to
         if not started:  # the first run: it has not started when the interrupt lands
             started.append(True)
             await asyncio.Event().wait()  # cancelled by the interrupt
-        return await run_state(*args)
+        return await run_start(*args)
 
     started: list[bool] = []
     monkeypatch.setattr(env.nc, "subscribe", late)
-    monkeypatch.setattr(env.store, "run_state", not_started)
+    monkeypatch.setattr(env.store, "run_start", not_started)
     before = interrupts()
     await asyncio.wait_for(await handle_next(env, "e"), BOUND_S)
     # One run for both (interrupt mode: all pending, the newest leading), completed.
@@ -112,16 +112,16 @@ async def test_an_abort_before_the_run_started_ends_it_not_the_lane(
     database read hangs): the run ends there, and the lane's handler ends normally instead of
     being cancelled with it. Nothing ran and nothing was recorded."""
     await enqueue(env, "s:b", "hello")
-    run_state: Callable[..., Awaitable[Any]] = env.store.run_state
+    run_start: Callable[..., Awaitable[Any]] = env.store.run_start
     started = asyncio.Event()
 
     async def not_started(*args: Any) -> Any:
         if not started.is_set():  # the first run: held here until the abort cancels it
             started.set()
             await asyncio.Event().wait()
-        return await run_state(*args)
+        return await run_start(*args)
 
-    monkeypatch.setattr(env.store, "run_state", not_started)
+    monkeypatch.setattr(env.store, "run_start", not_started)
     handling = await handle_next(env, "b")
     await asyncio.wait_for(started.wait(), BOUND_S)
     assert env.lanes.running.abort("s:b")

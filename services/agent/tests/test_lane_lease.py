@@ -1,7 +1,8 @@
-"""Lane leases (DESIGN.md section 4) on a real nats-server's KV bucket (one server for the
+"""Lane leases (docs/architecture.md) on a real nats-server's KV bucket (one server for the
 module, a bucket per test): one owner at a time, renewed while held, lost (and said so) when
 someone else's write took the key, released at once on a clean stop without touching a key
-that is no longer ours, and a renewal that fails while NATS is away only retried."""
+that is no longer ours, a key released here taken again in one write (never one held by someone
+else since), and a renewal that fails while NATS is away only retried."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 import nats
 import pytest
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js.api import KeyValueConfig
 from nats.js.kv import KeyValue
 from prometheus_client import REGISTRY
@@ -65,6 +67,53 @@ async def test_one_owner_at_a_time_and_released_at_once(kv: KeyValue) -> None:
     assert again is not None and (await kv.get("s1")).value == b"agent-b"
     assert (counted("taken"), counted("busy")) == (taken + 3, busy + 1)
     await again.release()
+
+
+async def writes_to(nc: NATS, kv: KeyValue, key: str) -> list[bytes]:
+    """A core subscription to the key's subject: every write attempt lands there, refused
+    ones included (the stream checks the expected revision after)."""
+    seen: list[bytes] = []
+
+    async def on(msg: Msg) -> None:
+        seen.append(msg.headers.get("KV-Operation", "PUT").encode() if msg.headers else b"PUT")
+
+    await nc.subscribe(f"$KV.{kv._name}.{key}", cb=on)
+    await nc.flush()
+    return seen
+
+
+async def test_a_key_released_here_is_taken_again_in_one_write(nc: NATS, kv: KeyValue) -> None:
+    """The released key is taken back at its delete marker's revision: one write, where a
+    create of a deleted key costs a refused write, a read and a second write."""
+    a = Leases(kv, "agent-a", ttl_s=30)
+    first = await a.acquire("s1")
+    assert first is not None
+    await first.release()
+    seen = await writes_to(nc, kv, "s1")
+    again = await a.acquire("s1")
+    assert again is not None and (await kv.get("s1")).value == b"agent-a"
+    await nc.flush()
+    await until("the write seen", lambda: len(seen) >= 1)
+    assert seen == [b"PUT"]
+    await again.release()
+
+
+async def test_a_remembered_release_never_takes_a_key_held_since(kv: KeyValue) -> None:
+    """Another replica took the key after this one released it: the remembered revision is
+    stale, so this replica's acquire is refused while the other holds it, and succeeds (by
+    create) once the other released it in turn."""
+    a, b = Leases(kv, "agent-a", ttl_s=30), Leases(kv, "agent-b", ttl_s=30)
+    mine = await a.acquire("s1")
+    assert mine is not None
+    await mine.release()
+    theirs = await b.acquire("s1")
+    assert theirs is not None
+    assert await a.acquire("s1") is None
+    assert (await kv.get("s1")).value == b"agent-b"
+    await theirs.release()
+    back = await a.acquire("s1")
+    assert back is not None and (await kv.get("s1")).value == b"agent-a"
+    await back.release()
 
 
 async def test_a_held_lease_is_renewed_at_its_revision(kv: KeyValue) -> None:

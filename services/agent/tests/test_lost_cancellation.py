@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from switchboard import bus
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
 from switchboard_agent.queueing import RunControl
-from switchboard_agent.runner import Runner
+from switchboard_agent.run_model import call_model
 
 
 class CountingModel:
@@ -42,13 +40,12 @@ class Events:
         self.deltas.append(text)
 
 
-async def test_an_interrupted_run_stops_streaming_without_a_cancellation(tmp_path: Path) -> None:
-    runner = Runner(None, bus.Subjects(), None, None, None, "", tmp_path, 4, 100)  # type: ignore[arg-type]
+async def test_an_interrupted_run_stops_streaming_without_a_cancellation() -> None:
     control = RunControl(None, "subject", None, steer=False)  # type: ignore[arg-type]
     model, events = CountingModel(40), Events()
     reply: list[str] = []
     request = ModelRequest(system="s", messages=[{"role": "user", "content": "hi"}])
-    call: Any = runner._call_model(request, events, reply, model, control)  # type: ignore[arg-type]
+    call: Any = call_model(request, events, reply, model, control)  # type: ignore[arg-type]
     task = asyncio.ensure_future(call)
     control.interrupted = True  # as RunningRuns.abort does, but its task.cancel() was lost
     with pytest.raises(asyncio.CancelledError):

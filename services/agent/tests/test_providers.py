@@ -897,3 +897,32 @@ def test_openai_stream_body_is_the_params_with_each_schema_encoded_once() -> Non
     assert json.loads(note.parameters_json) == note.parameters
     plain = json.loads(model.stream_body(ModelRequest("", [user("x")], [])))
     assert "tools" not in plain and plain["stream"] is True
+
+
+def test_openai_tool_entries_are_encoded_once_and_again_when_a_spec_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next call sends the same specs without encoding them again (openai_body.py); a
+    spec whose description or schema changed under the same name is encoded anew."""
+    from switchboard_agent.providers import openai_body as module
+
+    model = OpenAIChatModel("m", KEY, base_url="http://127.0.0.1:9/v1")
+    spec = ToolSpec("probe_tool", "first words", {"type": "object"})
+    first = json.loads(model.stream_body(ModelRequest("s", [user("a")], [GET_TIME, spec])))
+    encoded: list[object] = []
+    dumps = module.dumps
+
+    def counting(value: object) -> str:
+        encoded.append(value)
+        return dumps(value)
+
+    monkeypatch.setattr(module, "dumps", counting)
+    again = json.loads(model.stream_body(ModelRequest("s", [user("a")], [GET_TIME, spec])))
+    assert again == first and encoded == []  # nothing of the tools encoded again
+    changed = ToolSpec("probe_tool", "other words", {"type": "object", "required": ["x"]})
+    body = json.loads(model.stream_body(ModelRequest("s", [user("a")], [changed])))
+    assert body["tools"][0]["function"] == {
+        "name": "probe_tool",
+        "description": "other words",
+        "parameters": {"type": "object", "required": ["x"]},
+    }

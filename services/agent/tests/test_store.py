@@ -12,7 +12,7 @@ import pytest
 from switchboard.store import create_pool, migrate
 from switchboard_agent.approvals import ApprovalStore
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.store import CursorMoved, RunRecord, SessionStore
+from switchboard_agent.store import CursorMoved, RunRecord, RunStart, SessionStore
 
 
 @pytest.fixture
@@ -69,3 +69,23 @@ async def test_commit_drops_the_runs_checkpoint(store: SessionStore) -> None:
     run.checkpointed = True
     await store.commit_run(run, expected_cursor=0)
     assert await store.run_state("main:api:s1", "m1") == (True, None)
+
+
+async def test_run_start_reads_what_run_state_and_transcript_at_read(store: SessionStore) -> None:
+    """The run's one read before it starts (run_start) gives exactly the two reads it
+    replaces: a session without a row, an answered message, a checkpoint, the transcript."""
+    key = "main:api:s1"
+    assert await store.run_start(key, "m1") == RunStart(False, None, 0, [])
+    await store.commit_run(record("run-1", "m1", 1, ["a", "b"]), expected_cursor=0)
+    approvals = ApprovalStore(store.pool)
+    await approvals.save_checkpoint(key, "m2", "run-2", {"messages": ["x"]})
+    for inbound in ("m1", "m2", "m3"):
+        done, saved = await store.run_state(key, inbound)
+        epoch, history = await store.transcript_at(key)
+        assert await store.run_start(key, inbound) == RunStart(done, saved, epoch, history)
+    assert (await store.run_start(key, "m1")).done
+    assert (await store.run_start(key, "m2")).checkpoint == ("run-2", {"messages": ["x"]})
+    assert [m["content"][0]["text"] for m in (await store.run_start(key, "m3")).history] == [
+        "a",
+        "b",
+    ]
