@@ -61,7 +61,7 @@ MODULES: tuple[Module, ...] = (
         "chunker",
         "services/agent",
         "switchboard_agent",
-        "switchboard_agent/chunker.py",
+        "switchboard_agent/outbound/chunker.py",
         (f"{_AGENT}/test_chunker.py",),
         (f"{_AGENT}/test_chunker_edges.py",),
         # The property test's two smallest sizes take 4.7 of its 6.5 s (2,000 generated
@@ -75,7 +75,7 @@ MODULES: tuple[Module, ...] = (
         "policy",
         "services/agent",
         "switchboard_agent",
-        "switchboard_agent/policy.py",
+        "switchboard_agent/tools/policy.py",
         (
             f"{_AGENT}/test_policy.py",
             f"{_AGENT}/test_policy_layers.py",
@@ -112,7 +112,7 @@ MODULES: tuple[Module, ...] = (
         "failover",
         "services/agent",
         "switchboard_agent",
-        "switchboard_agent/failover.py",
+        "switchboard_agent/providers/failover.py",
         (
             f"{_AGENT}/test_failover.py",
             f"{_AGENT}/test_failover_chain.py",
@@ -126,7 +126,7 @@ MODULES: tuple[Module, ...] = (
         "lanes",
         "services/agent",
         "switchboard_agent",
-        "switchboard_agent/lanes.py",
+        "switchboard_agent/runs/lanes.py",
         (f"{_AGENT}/test_lanes.py",),
         (
             f"{_AGENT}/test_lane_delivery.py",
@@ -141,7 +141,7 @@ MODULES: tuple[Module, ...] = (
         "agent_lease",
         "services/agent",
         "switchboard_agent",
-        "switchboard_agent/lease.py",
+        "switchboard_agent/runs/lease.py",
         (f"{_AGENT}/test_lanes.py",),
         (f"{_AGENT}/test_lane_lease.py",),
         database=True,

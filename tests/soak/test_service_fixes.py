@@ -9,10 +9,10 @@ from typing import Any
 
 from nats.js.errors import NoStreamResponseError
 
-from switchboard_agent.failover import ModelRouter, RouterTuning
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
 from switchboard_agent.providers.chain import ModelChain
 from switchboard_agent.providers.errors import ModelUnavailableError
+from switchboard_agent.providers.failover import ModelRouter, RouterTuning
 from switchboard_agent.providers.plugin import PluginProvider
 from switchboard_agent.providers.profiles import AuthProfile, Cooldowns
 from switchboard_router.ordering import retrying

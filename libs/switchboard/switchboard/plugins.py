@@ -9,7 +9,7 @@ A plugin package declares one entry point per plugin in its ``pyproject.toml``::
 The entry point is a :class:`Plugin` (or a function without arguments returning one): its
 ``manifest`` (:class:`Manifest`: name, version, what it provides, the JSON Schema of its
 configuration) and ``setup(api)``, which registers what the plugin provides with the host's
-API: the agent's (``switchboard_agent.plugin_host.AgentPluginApi``: tools, hooks, model
+API: the agent's (``switchboard_agent.plugins.host.AgentPluginApi``: tools, hooks, model
 providers) or the gateway's (``switchboard_gateway.plugin_host.GatewayPluginApi``: channels).
 Each service sets up the enabled plugins that provide one of its kinds.
 

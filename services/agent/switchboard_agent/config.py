@@ -14,14 +14,14 @@ from switchboard.settings import CommonSettings, DatabaseSettings, ModelSettings
 from switchboard.skills import SkillSettings
 from switchboard.trust import GROUP_PROFILE, Visibility
 
-from .approval_rules import ApprovalRules
-from .budget import BudgetSettings
-from .compaction_config import CompactionSettings
-from .failover_config import FailoverSettings
-from .message_tool import MessageTarget, check_targets
-from .policy import FULL_POLICY, ToolPolicy, group_layer
-from .subagent_config import SubagentSettings
-from .toolgate import ToolRules
+from .approvals.rules import ApprovalRules
+from .approvals.toolgate import ToolRules
+from .compaction.config import CompactionSettings
+from .providers.failover_config import FailoverSettings
+from .runs.budget import BudgetSettings
+from .subagents.config import SubagentSettings
+from .tools.message import MessageTarget, check_targets
+from .tools.policy import FULL_POLICY, ToolPolicy, group_layer
 
 
 def check_timezone(zone: str) -> None:
@@ -40,8 +40,8 @@ class AgentSettings(
     RpcSettings,
     FailoverSettings,
     BudgetSettings,
-    SkillSettings,  # SB_SKILLS_DIRS (agent_skills.py)
-    PluginSettings,  # SB_PLUGINS, SB_PLUGINS_CONFIG (plugin_host.py)
+    SkillSettings,  # SB_SKILLS_DIRS (workspace/skills.py)
+    PluginSettings,  # SB_PLUGINS, SB_PLUGINS_CONFIG (plugins/host.py)
     SubagentSettings,
     CompactionSettings,
 ):
@@ -66,8 +66,8 @@ class AgentSettings(
     # How long a lane dispatch may stay unacknowledged (a live run keeps it alive every third of
     # it): a dead replica's lanes reach another replica this long after its last keepalive.
     lane_ack_wait_s: float = Field(default=15.0, ge=1.0, le=600.0)
-    # Tool policy (see policy.py): {"profile", "allow", "deny"} for every agent, per agent id,
-    # and for sub-agent sessions; approval rules like "exec:command=rm *" (approval_rules.py).
+    # Tool policy (see tools/policy.py): {"profile", "allow", "deny"} for every agent, per agent id,
+    # and for sub-agent sessions; approval rules like "exec:command=rm *" (approvals/rules.py).
     tool_policy: dict[str, Any] | None = None
     # Per agent id, a JSON tool policy ({"main": {"profile", "allow", "deny"}}).
     agent_tool_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -85,11 +85,11 @@ class AgentSettings(
     # Which sessions the session tools see: self, tree, agent or all (the last two only from the
     # owner's standing).
     session_visibility: Visibility = Visibility.TREE
-    # The chats the `message` tool may address by name (message_tool.py; from the owner's
+    # The chats the `message` tool may address by name (tools/message.py; from the owner's
     # standing only). Who may decide approvals from a chat is the router's stamp (its
-    # SB_OWNERS, with SB_APPROVERS folded in): chat_approvals.py.
+    # SB_OWNERS, with SB_APPROVERS folded in): approvals/chat.py.
     message_targets: dict[str, MessageTarget] = Field(default_factory=dict)
-    # Memory (agent_memory.py): the memory service ("" : no memory tools, nothing synced);
+    # Memory (memory/handle.py): the memory service ("" : no memory tools, nothing synced);
     # whose memory a direct session uses ("agent": the agent's own, "user": each person's);
     # memories offered in the system prompt per run (0: none, the model searches itself);
     # whether finished turns are indexed.
@@ -101,16 +101,16 @@ class AgentSettings(
     # Index finished turns in the memory service.
     memory_sync: bool = True
     # Finished turns are indexed once none has finished for this long (at most 10 s after the
-    # first waiting one): background indexing yields to live turns (memory_sync.py).
+    # first waiting one): background indexing yields to live turns (memory/sync.py).
     memory_sync_quiet_ms: int = Field(default=1000, ge=0, le=60_000)
     # The scheduler, for the `cron` tool ("" : no cron tool).
     scheduler_addr: str = "127.0.0.1:50054"
-    # Media (agent_media.py): the media service ("" : attachments become a note, no image
+    # Media (media/attachments.py): the media service ("" : attachments become a note, no image
     # tool); the long edge images are resized to for the model (Anthropic's advice: 1568).
     media_addr: str = "127.0.0.1:50055"
     # The long edge images are resized to for the model (Anthropic's advice: 1568).
     image_max_edge: int = Field(default=1568, ge=64, le=8192)
-    # The prompt (prompt.py, workspace_files.py): the time zone its clock is in (IANA name;
+    # The prompt (runs/prompt.py, workspace/files.py): the time zone its clock is in (IANA name;
     # per agent id in agent_timezones), the characters each bootstrap file keeps at most.
     timezone: str = "UTC"
     # Per agent id, the prompt clock's time zone as JSON ({"main": "Europe/Berlin"}).
@@ -121,7 +121,7 @@ class AgentSettings(
     # "provider:model" (empty: any model of a configured provider).
     model_choices: list[str] = Field(default_factory=list)
     # Skills and plugins: the characters skill_read returns at most; the deadline of each
-    # plugin hook call (hooks.py).
+    # plugin hook call (plugins/hooks.py).
     skill_max_chars: int = Field(default=20_000, ge=1_000, le=1_000_000)
     # The deadline of each plugin hook call.
     hook_timeout_s: float = Field(default=5.0, gt=0, le=600)

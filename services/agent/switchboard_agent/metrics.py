@@ -28,7 +28,7 @@ SESSION_COMMANDS = Counter(
     "Session commands from a chat (/new, /reset, /stop, /status, /model), by outcome",
     ["outcome"],
 )
-# Model failover (failover.py) and budgets (budget.py).
+# Model failover (providers/failover.py) and budgets (runs/budget.py).
 FAILOVERS = Counter(
     "sb_agent_failovers_total",
     "Model calls moved to another model or profile",
@@ -44,18 +44,19 @@ BUDGET_STOPS = Counter(
     "sb_agent_budget_stops_total", "Runs stopped by an SB_BUDGET limit", ["limit", "agent"]
 )
 USAGE_WRITE_ERRORS = Counter(
-    "sb_agent_usage_write_errors_total", "Usage rows that could not be written (budget.py)"
+    "sb_agent_usage_write_errors_total", "Usage rows that could not be written (runs/budget.py)"
 )
 HOOK_ERRORS = Counter(
     "sb_agent_hook_errors_total",
     "Plugin hooks that raised, timed out or returned what they may not",
     ["plugin", "hook"],
 )
-# Sub-agents (subagents.py): children started, and how the waited-for and background ones ended.
+# Sub-agents (subagents/children.py): children started, and how the waited-for and background ones
+# ended.
 SUBAGENTS = Counter(
     "sb_agent_subagents_total", "Sub-agent children by mode and outcome", ["mode", "outcome"]
 )
-# Compaction (compaction.py).
+# Compaction (compaction/compactor.py).
 COMPACTIONS = Counter(
     "sb_agent_compactions_total",
     "Transcripts compacted (threshold, overflow, manual)",

@@ -99,9 +99,9 @@ MIGRATIONS = [
         ALTER TABLE agent.messages ADD COLUMN epoch integer NOT NULL DEFAULT 0;
         """,
     ),
-    # Usage per model call (usage.py): budgets sum it per session and per agent and UTC day, so a
-    # call counts on every replica as soon as it returns. No foreign key: deleting a session does
-    # not give its agent's day budget back.
+    # Usage per model call (usage/store.py): budgets sum it per session and per agent and UTC day,
+    # so a call counts on every replica as soon as it returns. No foreign key: deleting a session
+    # does not give its agent's day budget back.
     Migration(
         5,
         "usage per model call",
@@ -123,10 +123,10 @@ MIGRATIONS = [
         CREATE INDEX usage_by_run ON agent.usage (run_id);
         """,
     ),
-    # Sub-agents (subagent_store.py): the children a run spawned, their mode and whether they
+    # Sub-agents (subagents/store.py): the children a run spawned, their mode and whether they
     # finished; the origin is the parent run's lane item (where a background result goes).
     # Usage gets the root session of its session key, so a budget counts a conversation's
-    # sub-agents with it (usage.py).
+    # sub-agents with it (usage/store.py).
     Migration(
         6,
         "sub-agents, usage by root session",
@@ -152,9 +152,10 @@ MIGRATIONS = [
         CREATE INDEX usage_by_root ON agent.usage (root_key);
         """,
     ),
-    # Compactions (compaction.py): a summary of the transcript's messages up to through_id,
-    # which the history loader returns in their place (store.transcript_at); the messages stay.
-    # A reset or delete removes the messages, and with them (the foreign key) their summary.
+    # Compactions (compaction/compactor.py): a summary of the transcript's messages up to
+    # through_id, which the history loader returns in their place (store.transcript_at); the
+    # messages stay. A reset or delete removes the messages, and with them (the foreign key) their
+    # summary.
     Migration(
         7,
         "transcript compactions",
@@ -177,8 +178,8 @@ MIGRATIONS = [
         """,
     ),
     # A direct session remembers the standing its own person gave it (docs/trust.md,
-    # standing.py): a job, the operator's message or another session's message into it gets no
-    # more than that. '' : not known yet.
+    # sessions/standing.py): a job, the operator's message or another session's message into it gets
+    # no more than that. '' : not known yet.
     Migration(
         8,
         "the standing a session's own person gave it",

@@ -14,44 +14,44 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.skills import SkillCatalog
 from switchboard.v1 import approvals_pb2_grpc, messages_pb2, sessions_pb2_grpc
 
-from .agent_media import AgentMedia
-from .agent_memory import AgentMemory
-from .agent_skills import AgentSkills, SkillReadTool
-from .approval_notice import ApprovalNotices
-from .approvals import ApprovalStore, ApprovalWaiter
-from .approvals_api import ApprovalsService, ToolAccessService
-from .budget import Accounting
-from .chat_approvals import ChatDecisions
-from .compaction import Compactor
-from .compaction_commands import CompactCommand
-from .compaction_store import CompactionStore
+from .api.approvals import ApprovalsService, ToolAccessService
+from .api.compaction_commands import CompactCommand
+from .api.session_commands import SessionCommands
+from .api.sessions import SessionsService
+from .approvals.chat import ChatDecisions
+from .approvals.notice import ApprovalNotices
+from .approvals.store import ApprovalStore, ApprovalWaiter
+from .approvals.toolgate import ToolGate
+from .compaction.compactor import Compactor
 from .config import AgentSettings
-from .cron_tool import CronTool
-from .failover_config import choose_router
-from .hooks import Hooks
-from .image_tool import SPEC as IMAGE_SPEC
-from .image_tool import ImageTool
-from .lanes import LaneManager, LaneReader
-from .lease import Leases
-from .local_tools import LocalTools
-from .memory_client import MemoryClient
-from .message_tool import MessageTool
+from .media.attachments import AgentMedia
+from .media.image_tool import SPEC as IMAGE_SPEC
+from .media.image_tool import ImageTool
+from .memory.client import MemoryClient
+from .memory.handle import AgentMemory
 from .migrations import MIGRATIONS, SCHEMA
-from .outbound import OutboundPublisher
-from .plugin_host import load_plugins
-from .prompt import PromptBuilder
-from .runner import Runner
-from .session_admin import SessionAdmin
-from .session_commands import SessionCommands
-from .session_models import SessionModels
-from .sessions_api import SessionsService
-from .sessions_tools import session_tools
-from .store import SessionStore
-from .subagents import Subagents
-from .toolgate import ToolGate
-from .tools_client import ToolDispatcher
-from .usage import UsageStore
-from .workspace_files import WorkspaceFiles
+from .outbound.publisher import OutboundPublisher
+from .plugins.hooks import Hooks
+from .plugins.host import load_plugins
+from .providers.failover_config import choose_router
+from .runs.budget import Accounting
+from .runs.lanes import LaneManager, LaneReader
+from .runs.lease import Leases
+from .runs.prompt import PromptBuilder
+from .runs.runner import Runner
+from .sessions.admin import SessionAdmin
+from .sessions.compactions import CompactionStore
+from .sessions.models import SessionModels
+from .sessions.store import SessionStore
+from .subagents.children import Subagents
+from .subagents.session_tools import session_tools
+from .tools.client import ToolDispatcher
+from .tools.cron import CronTool
+from .tools.local import LocalTools
+from .tools.message import MessageTool
+from .usage.store import UsageStore
+from .workspace.files import WorkspaceFiles
+from .workspace.skills import AgentSkills, SkillReadTool
 
 log = logging.getLogger(__name__)
 

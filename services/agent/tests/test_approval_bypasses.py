@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from switchboard_agent.approval_rules import ApprovalRules
-from switchboard_agent.commandline import read_command
-from switchboard_agent.policy import Policy
-from switchboard_agent.toolgate import ToolGate, ToolRules
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.approvals.commandline import read_command
+from switchboard_agent.approvals.rules import ApprovalRules
+from switchboard_agent.approvals.toolgate import ToolGate, ToolRules
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.policy import Policy
 
 RM = ApprovalRules.of(["exec:command=rm *"])
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from switchboard_agent.approval_rules import ApprovalRule, ApprovalRules
-from switchboard_agent.policy import PolicyError
+from switchboard_agent.approvals.rules import ApprovalRule, ApprovalRules
+from switchboard_agent.tools.policy import PolicyError
 
 
 @pytest.mark.parametrize(

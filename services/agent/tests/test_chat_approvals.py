@@ -18,13 +18,13 @@ from nats.aio.client import Client as NATS
 from switchboard import bus
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import approvals_pb2, messages_pb2
-from switchboard_agent.approval_notice import ApprovalNotices, notice_text, render_args
-from switchboard_agent.approvals import ApprovalRow, ApprovalStore, ApprovalWaiter
-from switchboard_agent.chat_approvals import ChatDecisions, short_id
+from switchboard_agent.approvals.chat import ChatDecisions, short_id
+from switchboard_agent.approvals.notice import ApprovalNotices, notice_text, render_args
+from switchboard_agent.approvals.store import ApprovalRow, ApprovalStore, ApprovalWaiter
 from switchboard_agent.config import AgentSettings
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.outbound import OutboundPublisher
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.outbound.publisher import OutboundPublisher
+from switchboard_agent.tools.client import CallRequest
 
 SUBJECTS = bus.Subjects()
 OWNER = "main:telegram:4242"  # the DM of the person telegram:4242 (role user)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from switchboard_agent.chunker import chunk_text
+from switchboard_agent.outbound.chunker import chunk_text
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 WORDS = ["alpha", "beta", "gamma", "delta", "x", "to", "be", "naïve", "émoji🙂", "a.b", "(see)"]

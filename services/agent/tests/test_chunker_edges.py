@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from switchboard_agent.chunker import chunk_text
+from switchboard_agent.outbound.chunker import chunk_text
 
 from .test_chunker import balanced, restore
 

@@ -21,17 +21,17 @@ from switchboard import bus
 from switchboard.store import create_pool, migrate
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent.compaction import Compactor, Job
-from switchboard_agent.compaction_config import CompactionSettings
-from switchboard_agent.compaction_store import CompactionStore
-from switchboard_agent.events import RunEvents
-from switchboard_agent.local_tools import LocalContext, LocalTools
-from switchboard_agent.memory_flush import MemoryFileStore
+from switchboard_agent.approvals.toolgate import ToolRules
+from switchboard_agent.compaction.compactor import Compactor, Job
+from switchboard_agent.compaction.config import CompactionSettings
+from switchboard_agent.compaction.memory_flush import MemoryFileStore
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
+from switchboard_agent.outbound.events import RunEvents
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
-from switchboard_agent.store import RunRecord, SessionStore
-from switchboard_agent.toolgate import ToolRules
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.sessions.compactions import CompactionStore
+from switchboard_agent.sessions.store import RunRecord, SessionStore
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.local import LocalContext, LocalTools
 
 SUBJECTS = bus.Subjects()
 KEY = "main:telegram:42"

@@ -18,13 +18,13 @@ from switchboard import bus
 from switchboard.store import create_pool, migrate
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent.compaction_store import SUMMARY_HEAD, Compaction, CompactionStore
-from switchboard_agent.local_tools import LocalContext
-from switchboard_agent.memory_flush import MemoryFileStore
+from switchboard_agent.compaction.memory_flush import MemoryFileStore
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.session_admin import SessionAdmin
-from switchboard_agent.store import RunRecord, SessionStore
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.sessions.admin import SessionAdmin
+from switchboard_agent.sessions.compactions import SUMMARY_HEAD, Compaction, CompactionStore
+from switchboard_agent.sessions.store import RunRecord, SessionStore
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.local import LocalContext
 
 KEY = "main:api:comp"
 

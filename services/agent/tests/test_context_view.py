@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from switchboard_agent.compaction_config import context_window
-from switchboard_agent.context_view import (
+from switchboard_agent.compaction.config import context_window
+from switchboard_agent.compaction.context_view import (
     IMAGE_CHARS,
     ContextMeter,
     choose_cut,

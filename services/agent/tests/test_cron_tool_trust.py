@@ -15,10 +15,10 @@ import pytest
 from switchboard import bus, rpc
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2, scheduler_pb2
-from switchboard_agent.cron_tool import CronTool, visible
-from switchboard_agent.local_tools import LocalContext, LocalTools
-from switchboard_agent.outbound import OutboundPublisher
-from switchboard_agent.tools_client import CallRequest, CallResult
+from switchboard_agent.outbound.publisher import OutboundPublisher
+from switchboard_agent.tools.client import CallRequest, CallResult
+from switchboard_agent.tools.cron import CronTool, visible
+from switchboard_agent.tools.local import LocalContext, LocalTools
 from tests.support.scheduler import RunningScheduler, scheduler_service
 
 SUBJECTS = bus.Subjects()

@@ -13,9 +13,6 @@ import pytest
 from pydantic import SecretStr
 
 from switchboard.settings import ModelSettings
-from switchboard_agent.failover import ModelRouter
-from switchboard_agent.failover_config import FailoverSettings, choose_router
-from switchboard_agent.overflow import OMITTED_NOTE
 from switchboard_agent.providers import (
     ModelContextOverflowError,
     ModelError,
@@ -24,6 +21,9 @@ from switchboard_agent.providers import (
     ModelResponse,
     TextDelta,
 )
+from switchboard_agent.providers.failover import ModelRouter
+from switchboard_agent.providers.failover_config import FailoverSettings, choose_router
+from switchboard_agent.providers.overflow import OMITTED_NOTE
 from switchboard_agent.providers.profiles import Cooldowns
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 

@@ -14,8 +14,6 @@ import pytest
 from pydantic import SecretStr
 
 from switchboard.settings import ModelSettings
-from switchboard_agent.failover import ModelRouter
-from switchboard_agent.failover_config import FailoverSettings, choose_router
 from switchboard_agent.providers import (
     ModelAuthError,
     ModelError,
@@ -24,6 +22,8 @@ from switchboard_agent.providers import (
     ModelResponse,
     TextDelta,
 )
+from switchboard_agent.providers.failover import ModelRouter
+from switchboard_agent.providers.failover_config import FailoverSettings, choose_router
 from switchboard_agent.providers.profiles import Cooldowns
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 

@@ -1,6 +1,6 @@
-"""Nothing fails over once text has streamed (failover.py): text that reached the user cannot be
-taken back, so a stream that breaks after its first text delta ends the call with the error
-and no other model is called; a stream that breaks before any text fails over like an HTTP
+"""Nothing fails over once text has streamed (providers/failover.py): text that reached the user
+cannot be taken back, so a stream that breaks after its first text delta ends the call with the
+error and no other model is called; a stream that breaks before any text fails over like an HTTP
 error. Both wire formats, both ways a stream breaks (the connection drops; an error event
 arrives inside the 200 stream), through the real SDKs against the fake LLM."""
 
@@ -13,8 +13,6 @@ import pytest
 from pydantic import SecretStr
 
 from switchboard.settings import ModelSettings
-from switchboard_agent.failover import ModelRouter, RoutedModel
-from switchboard_agent.failover_config import FailoverSettings, choose_router
 from switchboard_agent.providers import (
     ModelError,
     ModelRequest,
@@ -22,6 +20,8 @@ from switchboard_agent.providers import (
     ModelUnavailableError,
     TextDelta,
 )
+from switchboard_agent.providers.failover import ModelRouter, RoutedModel
+from switchboard_agent.providers.failover_config import FailoverSettings, choose_router
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply
 
 KEY_A = "sk-profile-a-0123456789"

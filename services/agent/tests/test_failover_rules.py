@@ -1,5 +1,5 @@
-"""The failover rules one call follows (switchboard_agent.failover), step by step: which model
-and key is picked next, how long each failure rests what, the wait when everything rests, the
+"""The failover rules one call follows (switchboard_agent.providers.failover), step by step: which
+model and key is picked next, how long each failure rests what, the wait when everything rests, the
 error when nothing can answer, the record of each move. The models are a provider plugin's
 (the real plugin path) whose calls follow a script, and the cooldowns' clock is scripted, so
 every rule is checked at its exact boundary without a network or a wait."""
@@ -22,8 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import REGISTRY
 
 from switchboard.v1 import messages_pb2
-from switchboard_agent.events import RunEvents
-from switchboard_agent.failover import Failover, ModelRouter, RouterTuning, failover_reason
+from switchboard_agent.outbound.events import RunEvents
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
 from switchboard_agent.providers.chain import ModelChain
 from switchboard_agent.providers.errors import (
@@ -32,6 +31,12 @@ from switchboard_agent.providers.errors import (
     ModelError,
     ModelRateLimitError,
     ModelUnavailableError,
+)
+from switchboard_agent.providers.failover import (
+    Failover,
+    ModelRouter,
+    RouterTuning,
+    failover_reason,
 )
 from switchboard_agent.providers.plugin import PluginProvider
 from switchboard_agent.providers.profiles import AuthProfile, Cooldowns
@@ -332,7 +337,7 @@ async def test_a_move_is_told_on_the_span_in_the_log_and_as_a_run_event(
         events = RunEvents(nc, "test.events", "run-1", "s:1", "m-1", ["m-1"])
         down = ModelUnavailableError("overloaded", status_code=503)
         s = Setup({"a": [limited(2)], "b": [down], "c": ["ok"]}, chain=("p:a", "p:b", "p:c"))
-        caplog.set_level(logging.WARNING, logger="switchboard_agent.failover")
+        caplog.set_level(logging.WARNING, logger="switchboard_agent.providers.failover")
         with provider.get_tracer("test").start_as_current_span("llm.call"):
             assert await answer(s.router.bind("", events)) == "ok"
         await nc.flush()

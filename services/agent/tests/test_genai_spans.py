@@ -1,6 +1,6 @@
 """A model call's span carries the OpenTelemetry GenAI semantic-convention attributes: a real
-call through each provider's SDK to the fake LLM, described by genai.py on a span recorded by
-an in-memory exporter (a tracer provider of the test's own, not the process's global one)."""
+call through each provider's SDK to the fake LLM, described by providers/genai.py on a span recorded
+by an in-memory exporter (a tracer provider of the test's own, not the process's global one)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from switchboard_agent.genai import describe_request, describe_response
 from switchboard_agent.providers import (
     AnthropicModel,
     Model,
@@ -19,6 +18,7 @@ from switchboard_agent.providers import (
     ModelResponse,
     OpenAIChatModel,
 )
+from switchboard_agent.providers.genai import describe_request, describe_response
 from tests.fakes.llm import FakeLLM, tool_then_text
 
 KEY = "sk-test-key-0123456789abcdef"

@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from switchboard.trust import Standing
+from switchboard_agent.approvals.toolgate import ToolRules
 from switchboard_agent.config import AgentSettings
-from switchboard_agent.policy import FULL_POLICY, PolicyError, ToolPolicy, group_layer
-from switchboard_agent.toolgate import ToolRules
+from switchboard_agent.tools.policy import FULL_POLICY, PolicyError, ToolPolicy, group_layer
 
 GROUP_KEY = "main:telegram:group:-100"
 

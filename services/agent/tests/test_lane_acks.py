@@ -1,5 +1,5 @@
-"""How the lane owner answers dispatch deliveries (switchboard_agent.lanes), against real NATS and
-PostgreSQL: a delivery of a lane another replica holds is NAKed with its delay (it does not come
+"""How the lane owner answers dispatch deliveries (switchboard_agent.runs.lanes), against real NATS
+and PostgreSQL: a delivery of a lane another replica holds is NAKed with its delay (it does not come
 straight back), a redelivery is counted, and when NATS is away for the delivery's connection a
 failed NAK or in-progress ack is logged and retried by NATS's own ack wait instead of failing
 the lane (a delivery whose connection is closed stands for NATS away)."""
@@ -20,7 +20,7 @@ from switchboard.sessions import session_token
 from .lane_harness import BOUND_S, Env, enqueue, fetch, handle
 from .lane_harness import env as env  # the fixture
 
-LOGGER = "switchboard_agent.lanes"
+LOGGER = "switchboard_agent.runs.lanes"
 
 
 def redeliveries() -> float:

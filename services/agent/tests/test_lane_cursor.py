@@ -1,4 +1,4 @@
-"""The lane owner and the cursor (switchboard_agent.lanes), against real NATS and PostgreSQL:
+"""The lane owner and the cursor (switchboard_agent.runs.lanes), against real NATS and PostgreSQL:
 an owner whose cursor another writer moved stops (and says so) instead of running an item
 twice, whether the cursor moved between two runs or during one; a session's settings are read
 again before each run; a delivery of an item another owner already ran is acknowledged and its
@@ -31,14 +31,14 @@ def moved(caplog: pytest.LogCaptureFixture) -> list[tuple[int, object]]:
     return [
         (r.levelno, r.__dict__.get("session"))
         for r in caplog.records
-        if r.name == "switchboard_agent.lanes" and r.getMessage() == MOVED
+        if r.name == "switchboard_agent.runs.lanes" and r.getMessage() == MOVED
     ]
 
 
 async def test_a_cursor_moved_between_two_runs_stops_the_owner(
     env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="switchboard_agent.lanes")
+    caplog.set_level(logging.WARNING, logger="switchboard_agent.runs.lanes")
     a = await enqueue(env, "s:m", "a")
     b = await enqueue(env, "s:m", "b")
 
@@ -58,7 +58,7 @@ async def test_a_cursor_moved_between_two_runs_stops_the_owner(
 async def test_a_cursor_moved_during_a_run_leaves_the_run_uncommitted(
     env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="switchboard_agent.lanes")
+    caplog.set_level(logging.WARNING, logger="switchboard_agent.runs.lanes")
     first = await enqueue(env, "s:d", "first")
     handling = await handle_next(env, "d")
     await asyncio.wait_for(env.model.holding.wait(), BOUND_S)
@@ -73,7 +73,7 @@ async def test_a_cursor_moved_during_a_run_leaves_the_run_uncommitted(
 async def test_settings_are_read_again_before_each_run(
     env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="switchboard_agent.lanes")
+    caplog.set_level(logging.WARNING, logger="switchboard_agent.runs.lanes")
     first = await enqueue(env, "s:s", "first")
     later = [await enqueue(env, "s:s", f"later{i}") for i in range(2)]
     handling = await handle_next(env, "s")

@@ -1,5 +1,5 @@
-"""The ``interrupt`` queue mode at the lane owner (switchboard_agent.lanes), against real NATS and
-PostgreSQL: a newer item on the lane aborts the run in progress (its record says
+"""The ``interrupt`` queue mode at the lane owner (switchboard_agent.runs.lanes), against real NATS
+and PostgreSQL: a newer item on the lane aborts the run in progress (its record says
 ``interrupted``) and the owner goes on with the newest; an item that reached the lane just
 before the owner started watching it counts too; a run nobody interrupts completes; and the
 owner stops watching the lane once the run is over. The model is a scripted stand-in for the

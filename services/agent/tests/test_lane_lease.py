@@ -21,7 +21,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.kv import KeyValue
 from prometheus_client import REGISTRY
 
-from switchboard_agent.lease import Leases
+from switchboard_agent.runs.lease import Leases
 
 BOUND_S = 30.0  # generous: each wait below ends at its event, this only bounds a failure
 
@@ -151,7 +151,7 @@ async def test_release_never_deletes_a_key_someone_else_wrote_since(kv: KeyValue
 async def test_a_lease_taken_by_another_write_is_lost_and_left_alone(
     kv: KeyValue, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="switchboard_agent.lease")
+    caplog.set_level(logging.WARNING, logger="switchboard_agent.runs.lease")
     lost = counted("lost")
     lease = await Leases(kv, "agent-a", ttl_s=0.3).acquire("s1")
     assert lease is not None
@@ -173,7 +173,7 @@ async def test_a_failed_renewal_is_retried_not_lost(
     own_kv = await own.jetstream().key_value(kv._name)
     lease = await Leases(own_kv, "agent-a", ttl_s=0.3).acquire("s1")
     assert lease is not None
-    caplog.set_level(logging.WARNING, logger="switchboard_agent.lease")
+    caplog.set_level(logging.WARNING, logger="switchboard_agent.runs.lease")
     await own.close()  # NATS away for this replica
 
     said = re.compile(r"^lane lease renewal failed \((\w+)\)$")

@@ -20,12 +20,12 @@ from switchboard.queue_modes import QueueMode
 from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import messages_pb2
-from switchboard_agent.lanes import LaneManager, LaneReader
-from switchboard_agent.lease import Leases
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.runner import Runner
-from switchboard_agent.store import SessionStore
-from switchboard_agent.tools_client import ToolDispatcher
+from switchboard_agent.runs.lanes import LaneManager, LaneReader
+from switchboard_agent.runs.lease import Leases
+from switchboard_agent.runs.runner import Runner
+from switchboard_agent.sessions.store import SessionStore
+from switchboard_agent.tools.client import ToolDispatcher
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
-from switchboard_agent.queueing import RunControl
-from switchboard_agent.run_model import call_model
+from switchboard_agent.runs.model_call import call_model
+from switchboard_agent.runs.queueing import RunControl
 
 
 class CountingModel:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from switchboard.trust import Standing
-from switchboard_agent.memory_scope import ScopeMode, memory_user, reads_memory_files
+from switchboard_agent.memory.scope import ScopeMode, memory_user, reads_memory_files
 
 OWNER, PERSONAL, GROUP = Standing.OWNER, Standing.PERSONAL, Standing.GROUP
 

@@ -1,4 +1,4 @@
-"""What the agent sends to memory on its own (memory_sync.py), against the memory client's seam
+"""What the agent sends to memory on its own (memory/sync.py), against the memory client's seam
 (a recording stand-in for the gRPC client):
 
 - the background turn sync yields to live turns: turns that finish in quick succession are sent
@@ -23,7 +23,7 @@ import pytest
 from switchboard import beneath
 from switchboard.trust import Standing
 from switchboard.v1 import memory_pb2
-from switchboard_agent.memory_sync import (
+from switchboard_agent.memory.sync import (
     MAX_FILE_BYTES,
     MAX_TURNS_PER_CALL,
     FinishedTurn,

@@ -6,10 +6,10 @@ from __future__ import annotations
 from switchboard import rpc
 from switchboard.embedded import free_port
 from switchboard.v1 import messages_pb2
-from switchboard_agent.local_tools import LocalContext, LocalTools
-from switchboard_agent.memory_client import MemoryClient
-from switchboard_agent.memory_tools import UNAVAILABLE, memory_tools
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.memory.client import MemoryClient
+from switchboard_agent.memory.tools import UNAVAILABLE, memory_tools
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.local import LocalContext, LocalTools
 
 
 async def test_memory_down_is_a_tool_error_the_model_can_read() -> None:

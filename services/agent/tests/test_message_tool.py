@@ -18,19 +18,19 @@ from pydantic import ValidationError
 from switchboard import bus
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent.approval_rules import ApprovalRules
+from switchboard_agent.approvals.rules import ApprovalRules
+from switchboard_agent.approvals.toolgate import ToolGate, ToolRules
 from switchboard_agent.config import AgentSettings
-from switchboard_agent.events import RunEvents
-from switchboard_agent.local_tools import LocalContext, LocalTools
-from switchboard_agent.message_tool import MessageTarget, MessageTool
-from switchboard_agent.outbound import OutboundPublisher
-from switchboard_agent.policy import ToolPolicy
-from switchboard_agent.queueing import RunControl
-from switchboard_agent.store import RunRecord
-from switchboard_agent.toolgate import ToolGate, ToolRules
-from switchboard_agent.toolphase import run_tools
-from switchboard_agent.tools_client import CallRequest, ToolDispatcher
-from switchboard_agent.turn import Turn
+from switchboard_agent.outbound.events import RunEvents
+from switchboard_agent.outbound.publisher import OutboundPublisher
+from switchboard_agent.runs.queueing import RunControl
+from switchboard_agent.runs.toolphase import run_tools
+from switchboard_agent.runs.turn import Turn
+from switchboard_agent.sessions.store import RunRecord
+from switchboard_agent.tools.client import CallRequest, ToolDispatcher
+from switchboard_agent.tools.local import LocalContext, LocalTools
+from switchboard_agent.tools.message import MessageTarget, MessageTool
+from switchboard_agent.tools.policy import ToolPolicy
 from tests.support.streams import stored as stream_messages
 
 SUBJECTS = bus.Subjects()

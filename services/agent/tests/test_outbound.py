@@ -16,10 +16,10 @@ from switchboard import bus
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import messages_pb2
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.outbound import OutboundPublisher, dedupe_window_s, subject_token
-from switchboard_agent.replies import committed_reply, latest_reply, reply_text
-from switchboard_agent.runner import iteration_limit_note
-from switchboard_agent.store import Message, RunRecord, SessionStore
+from switchboard_agent.outbound.publisher import OutboundPublisher, dedupe_window_s, subject_token
+from switchboard_agent.runs.replies import committed_reply, latest_reply, reply_text
+from switchboard_agent.runs.runner import iteration_limit_note
+from switchboard_agent.sessions.store import Message, RunRecord, SessionStore
 from tests.support.streams import stored as stream_messages
 
 SUBJECTS = bus.Subjects()

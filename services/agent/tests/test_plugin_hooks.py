@@ -13,10 +13,17 @@ import pytest
 from prometheus_client import REGISTRY
 
 from switchboard.plugins import Manifest, PluginSettings
-from switchboard_agent.hooks import Block, HookName, Hooks, RunInfo, SessionEvent, ToolCallEvent
-from switchboard_agent.plugin_host import AgentPluginApi, load_plugins
+from switchboard_agent.plugins.hooks import (
+    Block,
+    HookName,
+    Hooks,
+    RunInfo,
+    SessionEvent,
+    ToolCallEvent,
+)
+from switchboard_agent.plugins.host import AgentPluginApi, load_plugins
 from switchboard_agent.providers.base import ToolSpec
-from switchboard_agent.tools_client import CallRequest, CallResult
+from switchboard_agent.tools.client import CallRequest, CallResult
 
 RUN = RunInfo("run_1", "main:api:x", "main")
 CALL = CallRequest("call_1", "exec", {"command": "ls"})
@@ -56,7 +63,7 @@ async def test_rewrites_chain_and_the_first_block_wins() -> None:
     seen: list[dict[str, Any]] = []
 
     async def add_flag(call: ToolCallEvent) -> Any:
-        from switchboard_agent.hooks import Rewrite
+        from switchboard_agent.plugins.hooks import Rewrite
 
         seen.append(call.args)
         return Rewrite({**call.args, "flag": True})

@@ -16,14 +16,14 @@ from pydantic import SecretStr
 
 from switchboard.plugins import Manifest, PluginSettings
 from switchboard.settings import ModelSettings
-from switchboard_agent.failover import ModelRouter
-from switchboard_agent.failover_config import FailoverSettings, choose_router
-from switchboard_agent.hooks import Hooks
-from switchboard_agent.plugin_host import AgentPluginApi, load_plugins
+from switchboard_agent.plugins.hooks import Hooks
+from switchboard_agent.plugins.host import AgentPluginApi, load_plugins
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
 from switchboard_agent.providers.errors import ModelUnavailableError
+from switchboard_agent.providers.failover import ModelRouter
+from switchboard_agent.providers.failover_config import FailoverSettings, choose_router
 from switchboard_agent.providers.plugin import PluginModel, PluginProvider
-from switchboard_agent.session_models import ModelChoiceError, SessionModels
+from switchboard_agent.sessions.models import ModelChoiceError, SessionModels
 
 REQUEST = ModelRequest("sys", [{"role": "user", "content": "hi"}])
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from switchboard_agent.policy import (
+from switchboard_agent.tools.policy import (
     PROFILES,
     TOOL_GROUPS,
     Decision,

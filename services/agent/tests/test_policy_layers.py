@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from switchboard.sessions import is_subagent as is_subagent_session
-from switchboard_agent.policy import DEFAULT_SUBAGENT_DENY, ToolPolicy, effective_policy
+from switchboard_agent.tools.policy import DEFAULT_SUBAGENT_DENY, ToolPolicy, effective_policy
 
 CODING = ToolPolicy(profile="coding")
 

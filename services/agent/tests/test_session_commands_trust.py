@@ -1,4 +1,4 @@
-"""Who may use session commands from a chat (docs/trust.md, session_commands.py): an owner
+"""Who may use session commands from a chat (docs/trust.md, api/session_commands.py): an owner
 anywhere, the person of a direct conversation in it, nobody else in a group; the refusal says
 so and nothing of the session is touched (the session's admin is never asked)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from switchboard.queue_modes import QueueMode
 from switchboard.v1 import sessions_pb2
-from switchboard_agent.session_commands import NOT_ALLOWED, NOT_ALLOWED_GROUP, SessionCommands
+from switchboard_agent.api.session_commands import NOT_ALLOWED, NOT_ALLOWED_GROUP, SessionCommands
 
 GROUP, DM = "main:telegram:group:-100", "main:telegram:42"
 

@@ -22,13 +22,13 @@ from switchboard.store import create_pool, migrate
 from switchboard.trust import Standing, Visibility
 from switchboard.v1 import messages_pb2
 from switchboard_agent.config import AgentSettings
-from switchboard_agent.local_tools import LocalContext, LocalTools
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.sessions_tools import session_tools
-from switchboard_agent.store import RunRecord, SessionStore
-from switchboard_agent.subagent_config import SubagentSettings
-from switchboard_agent.subagents import Subagents
-from switchboard_agent.tools_client import CallRequest, CallResult
+from switchboard_agent.sessions.store import RunRecord, SessionStore
+from switchboard_agent.subagents.children import Subagents
+from switchboard_agent.subagents.config import SubagentSettings
+from switchboard_agent.subagents.session_tools import session_tools
+from switchboard_agent.tools.client import CallRequest, CallResult
+from switchboard_agent.tools.local import LocalContext, LocalTools
 from tests.support.streams import stored
 
 SUBJECTS = bus.Subjects()

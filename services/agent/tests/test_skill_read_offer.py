@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from switchboard.skills import SkillCatalog
-from switchboard_agent.agent_skills import NAME, AgentSkills, SkillReadTool
-from switchboard_agent.local_tools import LocalTools
 from switchboard_agent.providers.base import ToolSpec
+from switchboard_agent.tools.local import LocalTools
+from switchboard_agent.workspace.skills import NAME, AgentSkills, SkillReadTool
 
 EXEC = ToolSpec("exec", "Run a command.", {"type": "object", "properties": {}})
 

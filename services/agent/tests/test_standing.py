@@ -1,5 +1,5 @@
-"""A run's standing (docs/trust.md, standing.py) through the real lane path: items on the LANES
-stream of a real nats-server, the lane manager and the runner against a real PostgreSQL, a
+"""A run's standing (docs/trust.md, sessions/standing.py) through the real lane path: items on the
+LANES stream of a real nats-server, the lane manager and the runner against a real PostgreSQL, a
 recording stand-in for the model provider's API.
 
 - the DM's own person gives the session its standing (``agent.sessions.standing``), written
@@ -31,22 +31,22 @@ from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent import runner as runner_module
-from switchboard_agent.lanes import LaneManager, LaneReader
-from switchboard_agent.lease import Leases
-from switchboard_agent.local_tools import LocalTools
-from switchboard_agent.message_tool import MessageTool
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.outbound import OutboundPublisher
-from switchboard_agent.prompt import PromptBuilder
+from switchboard_agent.outbound.publisher import OutboundPublisher
 from switchboard_agent.providers.base import ModelRequest, ModelResponse, TextDelta, Usage
-from switchboard_agent.runner import Runner
-from switchboard_agent.sessions_tools import session_tools
-from switchboard_agent.standing import run_standing, session_standing, to_remember
-from switchboard_agent.store import SessionStore
-from switchboard_agent.subagents import Subagents
-from switchboard_agent.tools_client import ToolDispatcher
-from switchboard_agent.workspace_files import WorkspaceFiles
+from switchboard_agent.runs import runner as runner_module
+from switchboard_agent.runs.lanes import LaneManager, LaneReader
+from switchboard_agent.runs.lease import Leases
+from switchboard_agent.runs.prompt import PromptBuilder
+from switchboard_agent.runs.runner import Runner
+from switchboard_agent.sessions.standing import run_standing, session_standing, to_remember
+from switchboard_agent.sessions.store import SessionStore
+from switchboard_agent.subagents.children import Subagents
+from switchboard_agent.subagents.session_tools import session_tools
+from switchboard_agent.tools.client import ToolDispatcher
+from switchboard_agent.tools.local import LocalTools
+from switchboard_agent.tools.message import MessageTool
+from switchboard_agent.workspace.files import WorkspaceFiles
 
 SUBJECTS = bus.Subjects()
 FILES = ("AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md")
@@ -148,7 +148,7 @@ async def env(
 
 
 def _subagent_settings() -> Any:
-    from switchboard_agent.subagent_config import SubagentSettings
+    from switchboard_agent.subagents.config import SubagentSettings
 
     return SubagentSettings()
 

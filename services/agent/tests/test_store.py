@@ -10,9 +10,9 @@ import asyncpg
 import pytest
 
 from switchboard.store import create_pool, migrate
-from switchboard_agent.approvals import ApprovalStore
+from switchboard_agent.approvals.store import ApprovalStore
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.store import CursorMoved, RunRecord, RunStart, SessionStore
+from switchboard_agent.sessions.store import CursorMoved, RunRecord, RunStart, SessionStore
 
 
 @pytest.fixture

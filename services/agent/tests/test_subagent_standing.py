@@ -19,13 +19,13 @@ from switchboard.sessions import session_token
 from switchboard.store import create_pool, migrate
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent.local_tools import LocalContext, LocalTools
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
-from switchboard_agent.spawn_tool import SpawnTool
-from switchboard_agent.standing import run_standing
-from switchboard_agent.subagent_config import SubagentSettings
-from switchboard_agent.subagents import Subagents
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.sessions.standing import run_standing
+from switchboard_agent.subagents.children import Subagents
+from switchboard_agent.subagents.config import SubagentSettings
+from switchboard_agent.subagents.spawn_tool import SpawnTool
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.local import LocalContext, LocalTools
 from tests.support.streams import stored
 
 SUBJECTS = bus.Subjects()

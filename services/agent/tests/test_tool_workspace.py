@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 from switchboard import bus
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-from switchboard_agent.tools_client import CallRequest, ToolDispatcher
+from switchboard_agent.tools.client import CallRequest, ToolDispatcher
 from tests.support.streams import stored
 
 SUBJECTS = bus.Subjects()

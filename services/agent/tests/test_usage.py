@@ -15,13 +15,13 @@ from prometheus_client import REGISTRY
 
 from switchboard.store import create_pool, migrate
 from switchboard.v1 import sessions_pb2
-from switchboard_agent.budget import Accounting, Budget
+from switchboard_agent.api.sessions import SessionsService
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.providers.base import Usage
-from switchboard_agent.sessions_api import SessionsService
-from switchboard_agent.store import RunRecord, SessionStore
-from switchboard_agent.usage import CallUsage, Price, UsageStore
-from switchboard_agent.usage_writer import UsageWriter
+from switchboard_agent.runs.budget import Accounting, Budget
+from switchboard_agent.sessions.store import RunRecord, SessionStore
+from switchboard_agent.usage.store import CallUsage, Price, UsageStore
+from switchboard_agent.usage.writer import UsageWriter
 
 PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0), "claude-y": Price(input=3, output=15)}
 

@@ -1,4 +1,4 @@
-"""A run's usage rows held for its commit (usage_writer.py, run_commit.py) against a real
+"""A run's usage rows held for its commit (usage/writer.py, runs/commit.py) against a real
 PostgreSQL: the commit statement writes them, in call order, with no statement of their own;
 rows the commit does not write (it failed, the run outlived the hold, the agent stops) are
 still written once; a budget that reads stored usage keeps each call's row written at once;
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from switchboard.store import create_pool, migrate
-from switchboard_agent.budget import Accounting, Budget
 from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.providers.base import Usage
-from switchboard_agent.run_commit import commit_run, hold_usage, holds_usage
-from switchboard_agent.store import CursorMoved, RunRecord, SessionStore
-from switchboard_agent.usage import Price, UsageStore
+from switchboard_agent.runs.budget import Accounting, Budget
+from switchboard_agent.runs.commit import commit_run, hold_usage, holds_usage
+from switchboard_agent.sessions.store import CursorMoved, RunRecord, SessionStore
+from switchboard_agent.usage.store import Price, UsageStore
 
 PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0)}
 BOUND_S = 30.0

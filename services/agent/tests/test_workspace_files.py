@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from switchboard.trust import Standing
-from switchboard_agent.prompt import PromptBuilder, RunFacts
 from switchboard_agent.providers.anthropic import AnthropicModel
 from switchboard_agent.providers.base import ModelRequest, ToolSpec
-from switchboard_agent.workspace_files import (
+from switchboard_agent.runs.prompt import PromptBuilder, RunFacts
+from switchboard_agent.workspace.files import (
     WorkspaceFiles,
     files_for,
     session_kind,
     truncate,
 )
-from switchboard_agent.workspace_templates import TEMPLATES
+from switchboard_agent.workspace.templates import TEMPLATES
 
 ALL = ("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "MEMORY.md")
 

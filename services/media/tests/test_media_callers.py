@@ -16,16 +16,16 @@ from switchboard import bus, rpc
 from switchboard.embedded import free_port
 from switchboard.media import MediaClient, media_ref
 from switchboard.v1 import messages_pb2
-from switchboard_agent.agent_media import AgentMedia
-from switchboard_agent.image_tool import ImageTool
-from switchboard_agent.local_tools import LocalContext
-from switchboard_agent.message_tool import MessageTool
-from switchboard_agent.outbound import OutboundPublisher
+from switchboard_agent.media.attachments import AgentMedia
+from switchboard_agent.media.image_tool import ImageTool
+from switchboard_agent.outbound.publisher import OutboundPublisher
 from switchboard_agent.providers.anthropic import AnthropicModel
 from switchboard_agent.providers.base import ModelRequest
 from switchboard_agent.providers.errors import ModelError
 from switchboard_agent.providers.openai import OpenAIChatModel
-from switchboard_agent.tools_client import CallRequest
+from switchboard_agent.tools.client import CallRequest
+from switchboard_agent.tools.local import LocalContext
+from switchboard_agent.tools.message import MessageTool
 from tests.fakes.llm import FakeLLM, FakeRequest, Reply, text_only
 from tests.support import media_files
 from tests.support.streams import outbound_parts

@@ -31,7 +31,7 @@ def group_tools(config: Config) -> list[str]:
     agent = config.get("agent")
     if agent is None:
         return []
-    from switchboard_agent.policy import ToolPolicy, group_layer
+    from switchboard_agent.tools.policy import ToolPolicy, group_layer
 
     rules = agent.tool_rules()
     base = rules.per_agent.get("main", rules.default)

@@ -12,7 +12,7 @@ takes over at once; a crashed owner's key expires after the TTL.
 :class:`LeasedWork` runs a connection under a lease: every ``retry_s`` it tries to acquire the
 lease; while it holds it the work runs, and the moment the lease is lost the work is cancelled
 and acquisition resumes. The same pattern as the agent's lane leases
-(``switchboard_agent/lease.py``), with state that lives as long as the lease
+(``switchboard_agent/runs/lease.py``), with state that lives as long as the lease
 (:meth:`ChannelLease.put_state`) and the ``sb_channel_lease_held`` gauge.
 """
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from switchboard_agent.plugin_api import (
+from switchboard_agent.plugins.api import (
     AgentPluginApi,
     Block,
     CallRequest,

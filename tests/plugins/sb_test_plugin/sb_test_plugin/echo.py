@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from switchboard_agent.plugin_api import (
+from switchboard_agent.plugins.api import (
     AgentPluginApi,
     Manifest,
     ModelRequest,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from switchboard_agent.plugin_api import AgentPluginApi, Manifest, MessageEvent, ToolOutcome
+from switchboard_agent.plugins.api import AgentPluginApi, Manifest, MessageEvent, ToolOutcome
 
 
 class FlakyPlugin:

@@ -3,7 +3,7 @@ the agent must skip it (and say so) and start anyway."""
 
 from __future__ import annotations
 
-from switchboard_agent.plugin_api import AgentPluginApi, Manifest
+from switchboard_agent.plugins.api import AgentPluginApi, Manifest
 
 SCHEMA = {
     "type": "object",

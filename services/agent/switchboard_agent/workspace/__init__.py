@@ -1,0 +1,1 @@
+"""The agent workspace: its bootstrap files and their templates, and its skills."""
