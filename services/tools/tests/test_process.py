@@ -133,7 +133,9 @@ async def test_output_is_a_ring_buffer(pcall: Call, manager: ProcessManager) -> 
 
 async def test_kill_ends_the_whole_group(pcall: Call) -> None:
     marker = f"98{random.randrange(10**6)}.5"
-    handle = await start(pcall, f"sleep {marker} & sleep {marker} & echo started; wait")
+    # "started" first: once both sleeps run, it has been written (the other way round, a
+    # loaded host can run both sleeps before the echo, and the kill comes before any output).
+    handle = await start(pcall, f"echo started; sleep {marker} & sleep {marker} & wait")
     for _ in range(50):
         if len(marked_processes(f"sleep\0{marker}")) == 2:
             break

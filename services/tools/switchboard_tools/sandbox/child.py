@@ -10,22 +10,26 @@ import contextlib
 import ctypes
 import errno
 import os
-import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from switchboard_tools.errors import ToolError
 from switchboard_tools.output import Output, RingOutput
 from switchboard_tools.sandbox.coalesce import call_coalesced
+from switchboard_tools.sandbox.spawn import (
+    LaunchFailed,
+    SpawnOptions,
+    kill_group,
+    with_parent_death_signal,
+)
 
 _READ_CHUNK = 64 * 1024
-_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-# Children this module started and still waits for (asyncio's watcher reaps those).
+# Children this module started and still waits for (asyncio's watcher reaps those); a pid
+# leaves once reaped (pids wrap: a stale one would hide a later zombie given the same pid).
 _ACTIVE: set[int] = set()
+_FORGETTING: set[asyncio.Task[None]] = set()  # see _forget_when_reaped
 # Launches in flight: their child exists before its pid is known, so no reaping meanwhile
 # (a quick command could be a zombie already, and reaping it would steal asyncio's status).
 _LAUNCHING = 0
@@ -124,45 +128,6 @@ def reap_until_settled(since: int, own: int, until: float | None = None) -> None
         loop.call_later(_SETTLE_POLL_S, reap_until_settled, since, own, until)
 
 
-def kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class SpawnOptions:
-    """How to start the child: ``preexec`` runs between fork and exec (after the uid change);
-    ``pass_fds`` stay open in the child; ``user``/``group`` drop to that uid/gid (root only)."""
-
-    preexec: Callable[[], None] | None = None
-    pass_fds: Sequence[int] = ()
-    user: int | None = None
-    group: int | None = None
-
-
-def with_parent_death_signal(preexec: Callable[[], None] | None) -> Callable[[], None]:
-    """``preexec``, then ``PR_SET_PDEATHSIG(SIGKILL)``: the child is killed if the executor
-    dies without cleaning up (set last, as a uid change would clear it). For long-running
-    children; bubblewrap's ``--die-with-parent`` then takes the whole sandbox down with it."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before the fork
-
-    def run() -> None:
-        if preexec is not None:
-            preexec()
-        if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-
-    return run
-
-
-class LaunchFailed(ToolError):
-    """The program itself could not be executed (not found / not executable)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 async def _launch(
     argv: list[str], cwd: Path, env: Mapping[str, str], options: SpawnOptions
 ) -> tuple[asyncio.subprocess.Process, int]:
@@ -235,6 +200,19 @@ async def start_piped(
     return proc
 
 
+def _forget_when_reaped(proc: asyncio.subprocess.Process) -> None:
+    """Take ``proc``'s pid out of :data:`_ACTIVE` once asyncio's watcher has reaped it."""
+
+    async def wait() -> None:
+        with contextlib.suppress(Exception):
+            await proc.wait()
+        _ACTIVE.discard(proc.pid)
+
+    task = asyncio.create_task(wait())
+    _FORGETTING.add(task)
+    task.add_done_callback(_FORGETTING.discard)
+
+
 def forget_piped(pid: int) -> None:
     """A process of :func:`start_piped` was reaped: orphan reaping may consider the pid again."""
     _ACTIVE.discard(pid)
@@ -254,6 +232,7 @@ class Child:
         drain_limit_bytes: int | None,
     ) -> None:
         self.pgid = proc.pid  # start_new_session: the child leads its own process group
+        self._proc = proc
         _ACTIVE.add(self.pgid)
         self.born = born  # boot ticks just before the launch: its processes start after
         self.sink = sink
@@ -380,7 +359,8 @@ class Child:
             elif self._pipe is not None:
                 self._pipe.close()
             if not self.waiter.done():
-                self.waiter.cancel()
+                self.waiter.cancel()  # still dying after the kill: its pid leaves _ACTIVE
+                _forget_when_reaped(self._proc)  # once asyncio has reaped it
             else:
                 _ACTIVE.discard(self.pgid)
             # Killed leftovers become zombies a moment later, later still on a loaded host
