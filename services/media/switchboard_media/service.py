@@ -4,6 +4,8 @@ stack trace or internal text."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -19,6 +21,11 @@ from .store import Stored
 
 log = logging.getLogger(__name__)
 statuses = grpc_errors("the media service failed")
+# How long the rest of an upload over the cap is read (and dropped, never buffered) before the
+# refusal: a status sent while the client is still writing reaches it as a failed write
+# (INTERNAL "SendMessageOperation" from grpc-aio) instead of RESOURCE_EXHAUSTED. An upload that
+# has not ended by then is cut with the same status.
+DRAIN_S = 10.0
 
 
 def ref_of(stored: Stored) -> media_pb2.MediaRef:
@@ -53,7 +60,8 @@ class MediaService(media_pb2_grpc.MediaServicer):
                 if request.data and header.url:
                     raise InvalidMedia("an ingest of a URL takes no bytes")
                 if len(body) + len(request.data) > self.media.max_bytes:
-                    raise self.media.too_large()  # before buffering more than the cap
+                    await drain(request_iterator, DRAIN_S)  # before buffering more than the cap
+                    raise self.media.too_large()
                 body += request.data
             if header is None:
                 raise InvalidMedia("no header and no bytes were sent")
@@ -103,3 +111,11 @@ class MediaService(media_pb2_grpc.MediaServicer):
         return media_pb2.MediaTranscribeResponse(
             text=text, language=request.language, model=self.media.transcriber.model
         )
+
+
+async def drain(requests: AsyncIterator[media_pb2.MediaIngestRequest], seconds: float) -> None:
+    """Read what is left of a client's stream and drop it, for at most ``seconds``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            async for _ in requests:
+                pass

@@ -235,7 +235,10 @@ async def test_over_the_cap_is_refused_while_streaming(
             SB_MEDIA_MAX_BYTES=str(cap),
             SB_MEDIA_FETCH_ALLOW_CIDRS='["127.0.0.0/8"]',
         ) as m:
-            for request in (pieces(big, 4096), pieces(b"", url=site.url("/big.jpg"))):
+            # Many small pieces after the cap: the client is still writing when the server
+            # decides, and must still be told why (not a failed write reported as INTERNAL).
+            uploads = [pieces(big * 8, 4096) for _ in range(5)]
+            for request in (*uploads, pieces(b"", url=site.url("/big.jpg"))):
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
                     await m.stub.Ingest(request)
                 assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
