@@ -68,6 +68,7 @@ async def _campaign(system: System, options: Options, report: dict[str, Any]) ->
                   list(options.plan) if options.plan is not None else None)  # fmt: skip
     report["rss_start"] = system.rss()
     await _cron(system, "add")
+    report["cron_added_at"] = _now()
     sampler = asyncio.create_task(_sample(system))
     started = time.monotonic()
     traffic_task = asyncio.create_task(traffic.run())
@@ -129,6 +130,7 @@ async def _quiesce(system: System, report: dict[str, Any]) -> bool:
     so that a late duplicate would still be seen."""
     if not await system.wait_ready(RECOVERY_S):
         return False
+    report["cron_removed_at"] = _now()
     await _cron(system, "remove")
     deadline = time.monotonic() + QUIESCE_S
     nc = await nats.connect(servers=system.nats.admin_url.split(","))
@@ -164,7 +166,9 @@ async def _check(
     channels = [c for c in _discord_channels(ledger)]
     platforms = delivered(system.fakes, channels)
     per_channel, evidence = check_messages(ledger, seen, platforms, traffic.webchat_seen)
-    cron, cron_evidence = check_cron(seen, CRON_JOBS, chaos.faults)
+    removed = report.get("cron_removed_at")  # none when the system never came back
+    window = (report["cron_added_at"], removed) if removed else None
+    cron, cron_evidence = check_cron(seen, CRON_JOBS, chaos.faults, window)
     async with _client(system) as client:
         memory, memory_evidence = await check_memory(client, ledger, seen)
     evidence += cron_evidence + memory_evidence
@@ -207,6 +211,10 @@ async def _check(
     )
     bad = lost or duplicated or totals["out_of_order"] or totals["misrouted"]
     return not bad and not totals["wrong_reply"] and not report["unrecovered_faults"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _discord_channels(ledger: Ledger) -> list[str]:

@@ -168,11 +168,19 @@ def check_messages(
     return {c: dict(v) for c, v in per.items()}, evidence
 
 
+SLACK_S = 2.0  # a slot due this close to its job's removal may not have fired yet
+
+
 def check_cron(
-    seen: Transcripts, every_s: dict[str, float], faults: list[dict[str, Any]]
+    seen: Transcripts,
+    every_s: dict[str, float],
+    faults: list[dict[str, Any]],
+    window: tuple[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Fires per slot: none twice, each answered once; missed slots (a gap wider than the
-    interval) counted apart with the faults near them."""
+    interval) counted apart with the faults near them. ``window``: when the jobs were added and
+    removed; a job that fired late at the start, or stopped firing before its removal, missed
+    the slots of those gaps too (a scheduler that stops after a fault is seen, not hidden)."""
     evidence: list[str] = []
     result: dict[str, Any] = {}
     for job, every in every_s.items():
@@ -180,25 +188,40 @@ def check_cron(
         twice = [d for d in slots if seen.cron_asked[(job, d)] > 1]
         unanswered = [d for d in slots if seen.cron_answered[(job, d)] == 0]
         answered_twice = [d for d in slots if seen.cron_answered[(job, d)] > 1]
-        missed: list[dict[str, Any]] = []
         times = [_parse(d) for d in slots]
-        for before, after in itertools.pairwise(times):
-            gap = (after - before).total_seconds()
-            if gap > 1.5 * every:
+        gaps = [(b, (a - b).total_seconds(), round((a - b).total_seconds() / every) - 1)
+                for b, a in itertools.pairwise(times)]  # fmt: skip
+        if window is not None:
+            # The first slot is due one interval after the add (so "added" acts as a slot);
+            # at the end, slots due more than SLACK_S before the removal should have fired.
+            added, removed = _parse(window[0]), _parse(window[1])
+            first = times[0] if times else removed
+            lead = (first - added).total_seconds()
+            gaps.insert(0, (added, lead, round(lead / every) - 1))
+            if times:
+                tail = (removed - times[-1]).total_seconds()
+                gaps.append((times[-1], tail, int(max(0.0, tail - SLACK_S) // every)))
+        missed: list[dict[str, Any]] = []
+        for before, gap, count in gaps:
+            if gap > 1.5 * every and count > 0:
                 near = [
                     f"{f['kind']} {f.get('target', '')} at {f['at']}"
                     for f in faults
                     if -every - 20 <= (_parse(f["at"]) - before).total_seconds() <= gap
                 ]
-                missed.append({"after": before.isoformat(), "slots": round(gap / every) - 1,
-                               "faults_near": near})  # fmt: skip
+                missed.append({"after": before.isoformat(), "slots": count, "faults_near": near})
         for d in twice + answered_twice:
             evidence.append(f"cron {job}: slot {d} fired or answered twice")
         for d in unanswered:
             evidence.append(f"cron {job}: slot {d} fired but not answered")
+        for m in missed:
+            evidence.append(f"cron {job}: {m['slots']} slot(s) missed after {m['after']} "
+                            f"(faults near: {', '.join(m['faults_near']) or 'none'})")  # fmt: skip
         result[job] = {
             "every_s": every,
             "slots_fired": len(slots),
+            "first_slot": slots[0] if slots else None,
+            "last_slot": slots[-1] if slots else None,
             "fired_twice": len(twice),
             "answered_twice": len(answered_twice),
             "unanswered": len(unanswered),

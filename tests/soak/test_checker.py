@@ -109,4 +109,22 @@ def test_a_cron_slot_fired_twice_or_unanswered_is_reported_and_gaps_are_missed_s
     assert (job["slots_fired"], job["fired_twice"], job["unanswered"]) == (3, 1, 1)
     assert job["missed_slots"] == 2  # 00:06 and 00:09
     assert job["missed"][0]["faults_near"] == ["postgres postgres at 2026-01-01T00:00:05+00:00"]
-    assert len(evidence) == 2
+    assert len(evidence) == 3 and "2 slot(s) missed after 2026-01-01T00:00:03" in evidence[2]
+
+
+def test_a_job_that_stops_firing_before_its_removal_or_starts_late_missed_those_slots() -> None:
+    seen = Transcripts()
+    for second in (3, 6, 9):
+        due = f"2026-01-01T00:00:0{second}Z"
+        seen.cron_asked[("job", due)] += 1
+        seen.cron_answered[("job", due)] += 1
+    # Added at 00:00:00 and removed at 00:00:10.5: every slot fired, none missed.
+    whole = ("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:10.500+00:00")
+    assert check_cron(seen, {"job": 3.0}, [], whole)[0]["job"]["missed_slots"] == 0
+    # Removed at 00:00:24: the slots of 00:12, 00:15, 00:18 and 00:21 never fired.
+    late = ("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:24.000+00:00")
+    cron, evidence = check_cron(seen, {"job": 3.0}, [], late)
+    assert cron["job"]["missed_slots"] == 4 and "after 2026-01-01T00:00:09" in evidence[0]
+    # Added at 23:59:51: the first slot should have come at 23:59:54.
+    early = ("2025-12-31T23:59:51.000+00:00", "2026-01-01T00:00:10.500+00:00")
+    assert check_cron(seen, {"job": 3.0}, [], early)[0]["job"]["missed_slots"] == 3

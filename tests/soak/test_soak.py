@@ -40,7 +40,11 @@ def test_nothing_accepted_is_lost_or_duplicated_under_faults() -> None:
     for channel, figures in report["per_channel"].items():
         assert figures.get("answered_once", 0) >= 5, (channel, summary)
     assert report["memory"]["documents_found"] >= 3 and report["memory"]["facts_found"] >= 1
-    assert all(job["slots_fired"] >= 5 for job in report["cron"].values()), summary
+    # Every slot between the jobs' add and removal fired (a scheduler that stopped after a
+    # fault, or started late, misses slots at the edges of the window).
+    cron = {name: (job["slots_fired"], job["missed"]) for name, job in report["cron"].items()}
+    assert all(job["slots_fired"] >= 5 for job in report["cron"].values()), (cron, summary)
+    assert all(job["missed_slots"] == 0 for job in report["cron"].values()), (cron, summary)
     if cluster_available():
         assert report["stream_replicas"] == {"INBOUND": 3, "LANES": 3, "OUTBOUND": 3}
     assert report["passed"], summary

@@ -91,6 +91,11 @@ class Firing:
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
                 log.warning("claiming due jobs failed, retrying: %s", type(exc).__name__)
                 delay = self.poll_s
+            except Exception:
+                # Anything else is a bug, logged with its traceback; firing goes on, since a
+                # dead loop would leave the service up and ready while no job fires again.
+                log.exception("firing due jobs failed unexpectedly, retrying")
+                delay = self.poll_s
             self.wake.clear()
             waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.wake.wait())}
             try:

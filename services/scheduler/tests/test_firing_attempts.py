@@ -6,6 +6,7 @@ is recorded as the run's error; each counted by kind and outcome, and traced as 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -133,3 +134,33 @@ async def test_an_action_that_fails_is_the_runs_error(nc: NATS, tmp_path: Path) 
     job.next_run = SLOT
     done = await f._execute(f.plan(job, SLOT))
     assert (done.last_result, done.last_error, done.runs) == ("error", error, 1)
+
+
+async def test_an_unexpected_error_while_firing_is_logged_and_firing_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in one batch must not end the loop: the service would stay up and ready while
+    no job ever fires again (no process restart would bring it back)."""
+    f = Firing(None, None, {}, batch=10, concurrency=1, grace_s=60, poll_s=0.01)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    ticks = 0
+
+    async def tick() -> int:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 1:
+            raise RuntimeError("a bug")
+        stop.set()
+        return 0
+
+    async def delay() -> float:
+        return 0.01
+
+    f.tick = tick  # type: ignore[method-assign]
+    f._delay = delay  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger=firing_module.__name__):
+        await asyncio.wait_for(f.run(stop), 30)
+    assert ticks == 2
+    [record] = [r for r in caplog.records if r.name == firing_module.__name__]
+    assert record.getMessage() == "firing due jobs failed unexpectedly, retrying"
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
