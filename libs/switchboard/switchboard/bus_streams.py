@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import APIError, BadRequestError, NotFoundError
 
-if TYPE_CHECKING:
-    from .bus import Subjects
+from .subjects import Subjects
 
 log = logging.getLogger("switchboard.bus")  # the logger these lines always had
 
