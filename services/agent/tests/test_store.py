@@ -3,26 +3,15 @@ expected value, and stores the run, its transcript (in order) and drops its chec
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
-from switchboard.store import create_pool, migrate
 from switchboard_agent.approvals.store import ApprovalStore
-from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.sessions.store import CursorMoved, RunRecord, RunStart, SessionStore
 
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SessionStore]:
-    pool = await create_pool(database_url, max_size=2)
-    await migrate(pool, SCHEMA, MIGRATIONS)
-    try:
-        yield SessionStore(pool)
-    finally:
-        await pool.close()
+from .store_harness import store as store  # the fixture
 
 
 def record(run_id: str, inbound: str, seq: int, texts: list[str]) -> RunRecord:

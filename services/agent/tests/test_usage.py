@@ -5,7 +5,6 @@ usage write is counted before its check, and Sessions.Usage / Sessions.List repo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -13,27 +12,18 @@ import grpc
 import pytest
 from prometheus_client import REGISTRY
 
-from switchboard.store import create_pool, migrate
 from switchboard.v1 import sessions_pb2
 from switchboard_agent.api.sessions import SessionsService
-from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.providers.base import Usage
 from switchboard_agent.runs.budget import Accounting, Budget
 from switchboard_agent.sessions.store import RunRecord, SessionStore
 from switchboard_agent.usage.store import CallUsage, Price, UsageStore
 from switchboard_agent.usage.writer import UsageWriter
 
+from .store_harness import CountingStore
+from .store_harness import store as store  # the fixture
+
 PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0), "claude-y": Price(input=3, output=15)}
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SessionStore]:
-    pool = await create_pool(database_url, max_size=4)
-    await migrate(pool, SCHEMA, MIGRATIONS)
-    try:
-        yield SessionStore(pool)
-    finally:
-        await pool.close()
 
 
 def run(session: str = "main:api:a", agent: str = "main", run_id: str = "run_1") -> RunRecord:
@@ -136,18 +126,6 @@ class Context:
 
     async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
         raise Aborted(code, details)
-
-
-class CountingStore(UsageStore):
-    """The real store, counting its statements."""
-
-    def __init__(self, pool: Any) -> None:
-        super().__init__(pool)
-        self.statements: list[int] = []
-
-    async def add_many(self, calls: Any) -> None:
-        self.statements.append(len(calls))
-        await super().add_many(calls)
 
 
 async def test_calls_queued_together_share_one_statement_in_order(store: SessionStore) -> None:

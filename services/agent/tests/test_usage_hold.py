@@ -7,44 +7,22 @@ and a run whose cursor moved under it still has its calls counted."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from switchboard.store import create_pool, migrate
-from switchboard_agent.migrations import MIGRATIONS, SCHEMA
 from switchboard_agent.providers.base import Usage
 from switchboard_agent.runs.budget import Accounting, Budget
 from switchboard_agent.runs.commit import commit_run, hold_usage, holds_usage
 from switchboard_agent.sessions.store import CursorMoved, RunRecord, SessionStore
-from switchboard_agent.usage.store import Price, UsageStore
+from switchboard_agent.usage.store import Price
+
+from .store_harness import CountingStore
+from .store_harness import store as store  # the fixture
 
 PRICES = {"openai:gpt-x": Price(input=2.0, output=8.0)}
 BOUND_S = 30.0
-
-
-class CountingStore(UsageStore):
-    """The real store, counting the statements of its own (not the commit's)."""
-
-    def __init__(self, pool: Any) -> None:
-        super().__init__(pool)
-        self.statements: list[int] = []
-
-    async def add_many(self, calls: Any) -> None:
-        self.statements.append(len(calls))
-        await super().add_many(calls)
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SessionStore]:
-    pool = await create_pool(database_url, max_size=4)
-    await migrate(pool, SCHEMA, MIGRATIONS)
-    try:
-        yield SessionStore(pool)
-    finally:
-        await pool.close()
 
 
 def run(run_id: str, seq: int = 1, session: str = "main:api:h") -> RunRecord:
