@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto nats-auth bench bench-peers mutation soak clean compose-smoke
+.PHONY: install run test lint proto bench bench-peers mutation soak clean compose-smoke
 
 install: $(STAMP)
 
@@ -58,10 +58,6 @@ test: install lint
 
 proto: install
 	$(BIN)/python -m switchboard.protogen
-
-# The NATS users and permissions of Compose and Kubernetes, from libs/switchboard/switchboard/natsauth.py.
-nats-auth: install
-	$(BIN)/python -m switchboard.natsauth > k8s/components/dev-dependencies/nats-auth.conf
 
 bench: install
 	$(BIN)/python -m tests.bench
