@@ -77,6 +77,31 @@ def test_chat_through_one_tool_call(stack: Stack, client: openai.OpenAI, llm: Fa
     assert calls[1].request.last_tool_results and "UTC" in calls[1].request.last_tool_results[0]
 
 
+def test_a_turns_model_calls_are_counted_in_usage(
+    stack: Stack, client: openai.OpenAI, llm: FakeLLM
+) -> None:
+    """The run's usage rows are held and written by its commit (runs/commit.py): both model
+    calls of a turn reach ``GET /api/usage`` for its session, with the tokens the reply
+    reported."""
+    peer = f"usage-{os.urandom(4).hex()}"
+    reply = client.chat.completions.create(
+        model="switchboard", messages=[{"role": "user", "content": "Time?"}], user=peer
+    )
+    assert reply.usage is not None and reply.usage.total_tokens > 0
+    query = {"session": f"main:openai:{peer}"}
+
+    def counted() -> dict[str, Any] | None:
+        r = httpx.get(f"{stack.url}/api/usage", params=query, headers=auth(stack), timeout=10)
+        r.raise_for_status()
+        total: dict[str, Any] = r.json()["total"]
+        return total if total["calls"] >= 2 else None
+
+    total = wait_for(counted, timeout=30, what="the turn's two usage rows")
+    assert total["calls"] == 2
+    assert total["tokens"] == reply.usage.total_tokens
+    assert total["input_tokens"] == reply.usage.prompt_tokens
+
+
 def test_streaming_chat_with_usage(stack: Stack, client: openai.OpenAI, llm: FakeLLM) -> None:
     # The model streams slowly enough (50 ms between events) that the agent's delta
     # coalescing (30 ms) passes the pieces on as they come.
