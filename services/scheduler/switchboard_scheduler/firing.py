@@ -134,7 +134,11 @@ class Firing:
             held = quiet_until(self.quiet, job.agent, job.deliver_to.channel, now)
             if held is not None:
                 return Plan(job, slot, False, held, f"held by quiet hours until {_iso(held)}")
-        return Plan(job, slot, True, job.following(slot, now))
+        # A run late by less than the misfire grace (the bus was away for a few seconds) is
+        # followed by the next slot even if that is due already: the slots that came due
+        # meanwhile are run, not skipped. Past the grace (``run_once``), on after now.
+        late = now - slot > self.grace
+        return Plan(job, slot, True, job.following(slot, now if late else slot))
 
     async def _execute(self, plan: Plan) -> Job:
         job = plan.job

@@ -50,6 +50,20 @@ def test_a_run_within_the_grace_fires_for_its_slot() -> None:
     assert plan == Plan(plan.job, slot, True, slot + timedelta(minutes=10))
 
 
+def test_a_late_run_within_the_grace_is_followed_by_the_slots_that_came_due_meanwhile() -> None:
+    # Every 3 s, the run of 11:59:49 taken at 11:59:53 (the bus was away): the 11:59:52 slot
+    # is next, due already, not the first slot after now (that skipped it).
+    slot = NOON - timedelta(seconds=11)
+    now = NOON - timedelta(seconds=7)
+    plan = firing().plan(job(next_run=slot, every_ms=3000), now)
+    assert (plan.fire, plan.next_run) == (True, slot + timedelta(seconds=3))
+    cron = firing().plan(job(next_run=slot, every_ms=0, cron="* * * * *"), NOON)
+    assert cron.next_run == NOON  # the minute after the late slot: 12:00, due now
+    # Past the grace, run_once runs once and goes on after now.
+    once = firing().plan(job(next_run=NOON - timedelta(hours=1), missed="run_once"), NOON)
+    assert once.fire and once.next_run == NOON + timedelta(minutes=10)
+
+
 def test_past_the_grace_skip_moves_on_and_run_once_runs_once() -> None:
     slot = NOON - timedelta(seconds=61)
     skipped = firing().plan(job(next_run=slot, missed="skip"), NOON)
