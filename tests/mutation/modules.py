@@ -82,6 +82,7 @@ MODULES: tuple[Module, ...] = (
             f"{_AGENT}/test_approval_rules.py",
             f"{_AGENT}/test_approval_bypasses.py",
             f"{_AGENT}/test_group_layer.py",
+            f"{_AGENT}/test_tool_groups.py",
         ),
     ),
     Module(

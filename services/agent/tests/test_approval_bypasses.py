@@ -14,6 +14,8 @@ from switchboard_agent.approvals.toolgate import ToolGate, ToolRules
 from switchboard_agent.tools.client import CallRequest
 from switchboard_agent.tools.policy import Policy
 
+from .tool_groups import EXPECTED_GROUPS
+
 RM = ApprovalRules.of(["exec:command=rm *"])
 
 
@@ -67,10 +69,13 @@ RM = ApprovalRules.of(["exec:command=rm *"])
     ],
 )
 def test_rm_is_gated_however_it_is_spelled(command: str) -> None:
-    assert str(RM.requires_approval("exec", {"command": command})) == "exec:command=rm *"
+    assert (
+        str(RM.requires_approval("exec", {"command": command}, EXPECTED_GROUPS))
+        == "exec:command=rm *"
+    )
     # The same command started as a long-running process: the same rule.
     start = {"action": "start", "command": command}
-    assert str(RM.requires_approval("process", start)) == "exec:command=rm *"
+    assert str(RM.requires_approval("process", start, EXPECTED_GROUPS)) == "exec:command=rm *"
 
 
 @pytest.mark.parametrize(
@@ -78,26 +83,43 @@ def test_rm_is_gated_however_it_is_spelled(command: str) -> None:
     ["ls -la", "echo rm -rf build", "grep rm notes.txt", "cat rm.txt", "git rm x", "rmdir x"],
 )
 def test_other_commands_stay_free(command: str) -> None:
-    assert RM.requires_approval("exec", {"command": command}) is None
-    assert RM.requires_approval("process", {"action": "start", "command": command}) is None
+    assert RM.requires_approval("exec", {"command": command}, EXPECTED_GROUPS) is None
+    assert (
+        RM.requires_approval("process", {"action": "start", "command": command}, EXPECTED_GROUPS)
+        is None
+    )
 
 
 def test_process_actions_that_run_nothing_are_not_gated_by_exec_rules() -> None:
     rules = ApprovalRules.of(["exec"])
-    assert str(rules.requires_approval("process", {"action": "start", "command": "ls"})) == "exec"
+    assert (
+        str(
+            rules.requires_approval(
+                "process", {"action": "start", "command": "ls"}, EXPECTED_GROUPS
+            )
+        )
+        == "exec"
+    )
     for action in ({"action": "poll", "handle": "p_x_1"}, {"action": "list"}):
-        assert rules.requires_approval("process", action) is None
+        assert rules.requires_approval("process", action, EXPECTED_GROUPS) is None
     # A rule on process start gates exec too: both run commands.
     rules = ApprovalRules.of(["process:command=git push*"])
-    assert rules.requires_approval("exec", {"command": "git push origin"}) is not None
-    assert rules.requires_approval("exec", {"command": "git pull"}) is None
+    assert (
+        rules.requires_approval("exec", {"command": "git push origin"}, EXPECTED_GROUPS) is not None
+    )
+    assert rules.requires_approval("exec", {"command": "git pull"}, EXPECTED_GROUPS) is None
 
 
 def test_cwd_patterns_see_normalised_paths() -> None:
     rules = ApprovalRules.of(["exec:command=git push*,cwd=srv/*"])
     for cwd in ("srv/app", "./srv/app", "tmp/../srv/app"):
-        assert rules.requires_approval("exec", {"command": "git push", "cwd": cwd}), cwd
-    assert rules.requires_approval("exec", {"command": "git push", "cwd": "src/app"}) is None
+        assert rules.requires_approval(
+            "exec", {"command": "git push", "cwd": cwd}, EXPECTED_GROUPS
+        ), cwd
+    assert (
+        rules.requires_approval("exec", {"command": "git push", "cwd": "src/app"}, EXPECTED_GROUPS)
+        is None
+    )
 
 
 PATCH_CREATING_RUN_SH = """\
@@ -127,29 +149,45 @@ def test_file_write_rules_cover_every_tool_that_writes(
     tool: str, args: dict[str, Any], rule: str
 ) -> None:
     rules = ApprovalRules.of([rule])
-    assert str(rules.requires_approval(tool, args)) == rule
+    assert str(rules.requires_approval(tool, args, EXPECTED_GROUPS)) == rule
 
 
 def test_file_write_rules_leave_other_files_and_reads_alone() -> None:
     rules = ApprovalRules.of(["write:path=*.sh", "write:content=*curl*"])
-    assert rules.requires_approval("edit", {"path": "notes.md", "new_text": "x"}) is None
-    assert rules.requires_approval("read", {"path": "run.sh"}) is None
-    assert rules.requires_approval("exec", {"command": "cat run.sh"}) is None
+    assert (
+        rules.requires_approval("edit", {"path": "notes.md", "new_text": "x"}, EXPECTED_GROUPS)
+        is None
+    )
+    assert rules.requires_approval("read", {"path": "run.sh"}, EXPECTED_GROUPS) is None
+    assert rules.requires_approval("exec", {"command": "cat run.sh"}, EXPECTED_GROUPS) is None
     # content: write's content, edit's new text, a patch's added lines
-    assert rules.requires_approval("edit", {"path": "a.md", "new_text": "curl x"}) is not None
+    assert (
+        rules.requires_approval("edit", {"path": "a.md", "new_text": "curl x"}, EXPECTED_GROUPS)
+        is not None
+    )
     patch = PATCH_CREATING_RUN_SH.replace("run.sh", "notes.md")
-    assert str(rules.requires_approval("apply_patch", {"patch": patch})) == "write:content=*curl*"
+    assert (
+        str(rules.requires_approval("apply_patch", {"patch": patch}, EXPECTED_GROUPS))
+        == "write:content=*curl*"
+    )
     # a rule on an argument only one tool has stays with that tool
     rules = ApprovalRules.of(["write:append=true"])
-    assert rules.requires_approval("write", {"path": "a", "content": "", "append": True})
-    assert rules.requires_approval("edit", {"path": "a", "old_text": "x", "new_text": ""}) is None
+    assert rules.requires_approval(
+        "write", {"path": "a", "content": "", "append": True}, EXPECTED_GROUPS
+    )
+    assert (
+        rules.requires_approval(
+            "edit", {"path": "a", "old_text": "x", "new_text": ""}, EXPECTED_GROUPS
+        )
+        is None
+    )
 
 
 def test_fs_write_group() -> None:
     rules = ApprovalRules.of(["group:fs_write"])
     for tool in ("write", "edit", "apply_patch"):
-        assert rules.requires_approval(tool, {}) is not None
-    assert rules.requires_approval("read", {"path": "x"}) is None
+        assert rules.requires_approval(tool, {}, EXPECTED_GROUPS) is not None
+    assert rules.requires_approval("read", {"path": "x"}, EXPECTED_GROUPS) is None
 
 
 def test_command_view() -> None:

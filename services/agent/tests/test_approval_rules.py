@@ -9,6 +9,8 @@ import pytest
 from switchboard_agent.approvals.rules import ApprovalRule, ApprovalRules
 from switchboard_agent.tools.policy import PolicyError
 
+from .tool_groups import EXPECTED_GROUPS
+
 
 @pytest.mark.parametrize(
     ("text", "tool", "args"),
@@ -109,17 +111,22 @@ RULES = ApprovalRules.of(
     ],
 )
 def test_requires_approval(tool: str, args: Any, rule: str | None) -> None:
-    found = RULES.requires_approval(tool, args)
+    found = RULES.requires_approval(tool, args, EXPECTED_GROUPS)
     assert (str(found) if found else None) == rule
 
 
 def test_first_matching_rule_wins_and_bare_tool_matches_any_args() -> None:
     rules = ApprovalRules.of(["exec:command=rm *", "group:runtime"])
-    assert str(rules.requires_approval("exec", {"command": "rm x"})) == "exec:command=rm *"
-    assert str(rules.requires_approval("exec", {"command": "ls"})) == "group:runtime"
-    assert str(rules.requires_approval("process", None)) == "group:runtime"
-    assert rules.requires_approval("read", {}) is None
-    assert ApprovalRules().requires_approval("exec", {}) is None
+    assert (
+        str(rules.requires_approval("exec", {"command": "rm x"}, EXPECTED_GROUPS))
+        == "exec:command=rm *"
+    )
+    assert (
+        str(rules.requires_approval("exec", {"command": "ls"}, EXPECTED_GROUPS)) == "group:runtime"
+    )
+    assert str(rules.requires_approval("process", None, EXPECTED_GROUPS)) == "group:runtime"
+    assert rules.requires_approval("read", {}, EXPECTED_GROUPS) is None
+    assert ApprovalRules().requires_approval("exec", {}, EXPECTED_GROUPS) is None
 
 
 @pytest.mark.parametrize(
@@ -140,6 +147,6 @@ def test_rules_parse_errors(raw: Any, message: str) -> None:
 def test_rules_parse_none_and_programmatic_rules() -> None:
     assert ApprovalRules.parse(None) == ApprovalRules()
     rule = ApprovalRule("exec", (("command", "a,b=c"),))  # built directly: no comma ambiguity
-    assert rule.matches("exec", {"command": "a,b=c"})
+    assert rule.matches("exec", {"command": "a,b=c"}, EXPECTED_GROUPS)
     with pytest.raises(PolicyError, match="given twice"):
         ApprovalRule("exec", (("a", "1"), ("a", "2")))

@@ -12,6 +12,8 @@ from switchboard_agent.approvals.toolgate import ToolRules
 from switchboard_agent.config import AgentSettings
 from switchboard_agent.tools.policy import FULL_POLICY, PolicyError, ToolPolicy, group_layer
 
+from .tool_groups import knowing
+
 GROUP_KEY = "main:telegram:group:-100"
 
 
@@ -22,27 +24,31 @@ def rules(setting: str | None = None) -> ToolRules:
 
 @pytest.mark.parametrize("tool", ["exec", "write", "sessions_list", "sessions_send", "cron"])
 def test_by_default_a_group_gets_no_writes_commands_sessions_or_jobs(tool: str) -> None:
-    policy = rules().policy("main", GROUP_KEY, None, standing=Standing.GROUP)
+    policy = knowing(rules().policy("main", GROUP_KEY, None, standing=Standing.GROUP))
     decision = policy.allows(tool)
     assert not decision.allowed
     assert decision.reason == f"{tool} is not allowed by the group policy (not in profile: group)"
     # The same session key at another standing: no group layer.
-    owner = rules().policy("main", "main:telegram:1", None, standing=Standing.OWNER)
+    owner = knowing(rules().policy("main", "main:telegram:1", None, standing=Standing.OWNER))
     assert owner.allows(tool).allowed
-    personal = rules().policy("main", "main:telegram:1", None, standing=Standing.PERSONAL)
+    personal = knowing(rules().policy("main", "main:telegram:1", None, standing=Standing.PERSONAL))
     assert personal.allows(tool).allowed
 
 
 @pytest.mark.parametrize("tool", ["read", "web_search", "memory_search", "message", "image"])
 def test_a_group_may_talk_and_look_things_up(tool: str) -> None:
-    decision = rules().policy("main", GROUP_KEY, None, standing=Standing.GROUP).allows(tool)
+    decision = knowing(rules().policy("main", GROUP_KEY, None, standing=Standing.GROUP)).allows(
+        tool
+    )
     assert decision.allowed and "the group policy (profile: group)" in decision.reason
 
 
 def test_the_layer_comes_after_the_session_and_before_the_sub_agent() -> None:
     configured = ToolRules(default=ToolPolicy(profile="coding"), group=ToolPolicy(profile="group"))
-    policy = configured.policy(
-        "main", f"{GROUP_KEY}:sub:x", {"deny": ["web_fetch"]}, standing=Standing.GROUP
+    policy = knowing(
+        configured.policy(
+            "main", f"{GROUP_KEY}:sub:x", {"deny": ["web_fetch"]}, standing=Standing.GROUP
+        )
     )
     assert [name for name, _ in policy.layers] == ["agent", "session", "group", "sub-agent"]
     assert "denied by the session policy" in policy.allows("web_fetch").reason
@@ -51,14 +57,13 @@ def test_the_layer_comes_after_the_session_and_before_the_sub_agent() -> None:
 
 
 def test_full_restores_the_old_behaviour_and_an_object_is_a_layer() -> None:
-    full = rules("full").policy("main", GROUP_KEY, None, standing=Standing.GROUP)
+    full = knowing(rules("full").policy("main", GROUP_KEY, None, standing=Standing.GROUP))
     assert full.layers == () and full.allows("exec").allowed
     custom = rules('{"profile": "group", "allow": ["cron"], "deny": ["message"]}')
-    policy = custom.policy("main", GROUP_KEY, None, standing=Standing.GROUP)
+    policy = knowing(custom.policy("main", GROUP_KEY, None, standing=Standing.GROUP))
     assert policy.allows("cron").allowed and not policy.allows("message").allowed
     assert (
-        rules("minimal")
-        .policy("main", GROUP_KEY, None, standing=Standing.GROUP)
+        knowing(rules("minimal").policy("main", GROUP_KEY, None, standing=Standing.GROUP))
         .allows("get_time")
         .allowed
     )

@@ -184,7 +184,7 @@ async def test_the_longest_text_goes_as_one_part(nc: NATS, tool: MessageTool) ->
 
 
 def test_the_spec_offers_message_next_to_the_executors(tool: MessageTool) -> None:
-    from switchboard_agent.providers.base import ToolSpec
+    from switchboard.toolspec import ToolSpec
 
     executor = [ToolSpec("exec", "", {}), ToolSpec("message", "an old one", {})]
     offered = LocalTools([tool]).offered(executor, "main")

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from switchboard.plugins import Manifest, PluginSettings
+from switchboard.toolspec import ToolSpec
 from switchboard_agent.plugins.hooks import (
     Block,
     HookName,
@@ -22,7 +23,6 @@ from switchboard_agent.plugins.hooks import (
     ToolCallEvent,
 )
 from switchboard_agent.plugins.host import AgentPluginApi, load_plugins
-from switchboard_agent.providers.base import ToolSpec
 from switchboard_agent.tools.client import CallRequest, CallResult
 
 RUN = RunInfo("run_1", "main:api:x", "main")
@@ -103,8 +103,8 @@ def test_unknown_events_and_sync_functions_are_refused() -> None:
 
 
 class Echo:
-    def __init__(self, name: str) -> None:
-        self.spec = ToolSpec(name, "echo", {"type": "object"})
+    def __init__(self, name: str, groups: tuple[str, ...] = ()) -> None:
+        self.spec = ToolSpec(name, "echo", {"type": "object"}, groups)
 
     async def run(self, ctx: Any, call: CallRequest) -> CallResult:
         return CallResult(call.call_id, "echo", False, {})
@@ -127,6 +127,8 @@ async def test_plugins_are_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> No
 
     plugins = {
         "good": Fake("good", {"tools", "hooks"}, lambda api: api.register_tool(Echo("echo"))),
+        "shell": Fake("shell", {"tools"}, lambda api: api.register_tool(Echo("sh", ("runtime",)))),
+        "typo": Fake("typo", {"tools"}, lambda api: api.register_tool(Echo("t", ("runtim",)))),
         "clash": Fake("clash", {"tools"}, lambda api: api.register_tool(Echo("message"))),
         "sneaky": Fake("sneaky", {"tools"}, lambda api: api.register_hook("session_end", raises)),
         "failing": Fake("failing", {"hooks"}, fail),
@@ -138,11 +140,16 @@ async def test_plugins_are_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     loaded = await load_plugins(
         PluginSettings(plugins=list(plugins)), hooks, ["message"], 5.0, lambda: points
     )
-    assert [t.spec.name for t in loaded.tools] == ["echo"]
+    assert [(t.spec.name, t.spec.groups) for t in loaded.tools] == [
+        ("echo", ()),
+        ("sh", ("runtime",)),  # declared by the plugin: group:runtime entries match it
+    ]
     assert hooks.registered(HookName.SESSION_END) == 0
     details = loaded.details()
     assert details["good"]["state"] == "loaded"
     assert details["clash"]["detail"] == "its tool 'message' has the name of another tool"
+    assert details["typo"]["state"] == "failed"
+    assert "tool 't' declares unknown group 'runtim'" in details["typo"]["detail"]
     assert (
         details["sneaky"]["detail"] == "it registers hooks but its manifest does not provide them"
     )

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from switchboard.toolspec import GROUPS
+from switchboard_agent.compaction.memory_flush import MemoryFileStore
+from switchboard_agent.media.image_tool import SPEC as IMAGE
+from switchboard_agent.memory.tools import MemoryGet, MemorySearch, MemoryStore
+from switchboard_agent.subagents.session_tools import HISTORY_SPEC, LIST_SPEC, SEND_SPEC
+from switchboard_agent.subagents.spawn_tool import _spawn_spec
+from switchboard_agent.tools.cron import SPEC as CRON
+from switchboard_agent.tools.local import LocalTool
+from switchboard_agent.tools.message import MessageTool
 from switchboard_agent.tools.policy import (
     PROFILES,
-    TOOL_GROUPS,
     Decision,
     Entry,
     Policy,
@@ -16,31 +24,59 @@ from switchboard_agent.tools.policy import (
     ToolPolicy,
     effective_policy,
 )
+from switchboard_agent.workspace.skills import SkillReadTool
+from switchboard_tools.builtin import builtin_registry
+from switchboard_tools.mcp.tool import McpTool
+from switchboard_tools.sandbox import ProcessSandbox
+from switchboard_tools.tools.a2a_delegate import A2ADelegateTool
 
-BUILTIN = sorted({t for members in TOOL_GROUPS.values() for t in members if "*" not in t})
+from .tool_groups import BUILTIN, EXECUTOR_GROUPS, EXPECTED_GROUPS, LOCAL_GROUPS, knowing
 
 
 def one(config: dict[str, Any] | None, tool: str) -> Decision:
-    return effective_policy(ToolPolicy.from_config(config)).allows(tool)
+    return knowing(effective_policy(ToolPolicy.from_config(config))).allows(tool)
 
 
-@pytest.mark.parametrize(("group", "tool"), [(g, t) for g, ms in TOOL_GROUPS.items() for t in ms])
+@pytest.mark.parametrize(
+    ("group", "tool"), [(g, t) for t, gs in EXPECTED_GROUPS.items() for g in gs]
+)
 def test_group_entry_matches_each_member(group: str, tool: str) -> None:
-    assert Entry.parse(group).matches(tool.replace("*", "x"))
+    entry = Entry.parse(f"group:{group}")
+    assert entry.matches(tool, EXPECTED_GROUPS[tool])
+    assert not entry.matches(tool, tuple(g for g in EXPECTED_GROUPS[tool] if g != group))
 
 
 def test_groups_hold_the_design_tools() -> None:
-    assert TOOL_GROUPS["group:fs"] == (
-        "read",
-        "write",
-        "edit",
-        "apply_patch",
-        "list_dir",
-        "search_files",
-    )
-    assert set(TOOL_GROUPS["group:runtime"]) == {"exec", "process"}
-    assert set(TOOL_GROUPS["group:memory"]) == {"memory_search", "memory_get", "memory_store"}
-    assert TOOL_GROUPS["group:automation"] == ("cron",)
+    members = {g: {t for t, gs in EXPECTED_GROUPS.items() if g in gs} for g in GROUPS}
+    assert members["fs"] == {"read", "write", "edit", "apply_patch", "list_dir", "search_files"}
+    assert members["fs"] == members["fs_read"] | members["fs_write"]
+    assert members["runtime"] == {"exec", "process"}
+    assert members["memory"] == {"memory_search", "memory_get", "memory_store"}
+    assert members["automation"] == {"cron"}
+    assert all(members.values()), "every group of the vocabulary has a tool"
+
+
+def test_executor_tools_declare_the_table() -> None:
+    declared = {spec.name: spec.groups for spec in builtin_registry(ProcessSandbox()).specs()}
+    declared[A2ADelegateTool.name] = A2ADelegateTool.groups  # offered with SB_A2A_AGENTS
+    assert declared == EXECUTOR_GROUPS
+    assert McpTool.groups == ("mcp",)
+
+
+def test_local_tools_declare_the_table() -> None:
+    nothing = cast(Any, None)  # the specs need none of what the tools run with
+    tools: list[LocalTool] = [
+        MemorySearch(nothing, "agent"),
+        MemoryGet(nothing, "agent"),
+        MemoryStore(nothing, "agent"),
+        MessageTool(nothing),
+        SkillReadTool(nothing),
+    ]
+    specs = [t.spec for t in tools] + [IMAGE, CRON, LIST_SPEC, HISTORY_SPEC, SEND_SPEC]
+    specs.append(_spawn_spec(3))
+    assert {spec.name: spec.groups for spec in specs} == LOCAL_GROUPS
+    # The compaction's memory_store without the memory service is judged like the service's.
+    assert MemoryFileStore.SPEC.groups == LOCAL_GROUPS["memory_store"]
 
 
 @pytest.mark.parametrize(
@@ -71,7 +107,7 @@ def test_groups_hold_the_design_tools() -> None:
     ],
 )
 def test_entry_matching(entry: str, tool: str, matches: bool) -> None:
-    assert Entry.parse(entry).matches(tool) is matches
+    assert Entry.parse(entry).matches(tool, EXPECTED_GROUPS.get(tool, ("mcp",))) is matches
 
 
 PROFILE_TABLE = [
@@ -95,7 +131,7 @@ PROFILE_TABLE = [
 
 @pytest.mark.parametrize(("profile", "expected"), PROFILE_TABLE)
 def test_profiles(profile: str, expected: set[str]) -> None:
-    policy = effective_policy(ToolPolicy(profile=profile))
+    policy = knowing(effective_policy(ToolPolicy(profile=profile)))
     assert set(policy.filter_specs(BUILTIN)) == expected
 
 

@@ -7,6 +7,8 @@ import pytest
 from switchboard.sessions import is_subagent as is_subagent_session
 from switchboard_agent.tools.policy import DEFAULT_SUBAGENT_DENY, ToolPolicy, effective_policy
 
+from .tool_groups import knowing
+
 CODING = ToolPolicy(profile="coding")
 
 
@@ -88,7 +90,9 @@ def test_layering(
     allowed: bool,
     reason: str,
 ) -> None:
-    decision = effective_policy(agent, session, session_key=key, subagent=subagent).allows(tool)
+    decision = knowing(effective_policy(agent, session, session_key=key, subagent=subagent)).allows(
+        tool
+    )
     assert decision.allowed is allowed
     assert reason in decision.reason
 
@@ -102,7 +106,9 @@ def test_subagent_session_keys(key: str, sub: bool) -> None:
 
 
 def test_filter_specs_keeps_order_and_unknown_names() -> None:
-    policy = effective_policy(ToolPolicy(profile="coding", allow=("srv__*",), deny=("write",)))
+    policy = knowing(
+        effective_policy(ToolPolicy(profile="coding", allow=("srv__*",), deny=("write",)))
+    )
     names = ["write", "srv__b", "read", "message", "exec", "srv__a", "other"]
     assert policy.filter_specs(names) == ["srv__b", "read", "exec", "srv__a"]
     assert policy.filter_specs([]) == []

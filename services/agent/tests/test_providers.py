@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from switchboard.toolspec import ToolSpec
 from switchboard_agent.providers import (
     NO_MODEL_MESSAGE,
     AnthropicModel,
@@ -29,7 +30,6 @@ from switchboard_agent.providers import (
     OpenAIChatModel,
     OpenAIStreamAccumulator,
     TextDelta,
-    ToolSpec,
     build_model,
     resolve_model_config,
     to_openai_messages,

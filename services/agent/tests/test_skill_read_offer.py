@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from switchboard.skills import SkillCatalog
-from switchboard_agent.providers.base import ToolSpec
+from switchboard.toolspec import ToolSpec
 from switchboard_agent.tools.local import LocalTools
 from switchboard_agent.workspace.skills import NAME, AgentSkills, SkillReadTool
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing
 from switchboard_agent.providers.anthropic import AnthropicModel
-from switchboard_agent.providers.base import ModelRequest, ToolSpec
+from switchboard_agent.providers.base import ModelRequest
 from switchboard_agent.runs.prompt import PromptBuilder, RunFacts
 from switchboard_agent.workspace.files import (
     WorkspaceFiles,

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator, ValidationError
 
+from switchboard.toolspec import ToolSpec, check_groups
 from switchboard_tools.errors import ArgumentError, ToolError
 
 logger = logging.getLogger(__name__)
@@ -73,23 +74,24 @@ class Tool(ABC):
 
     ``parameters`` is a JSON Schema (draft 2020-12) with ``"type": "object"`` and
     ``"additionalProperties": False``; arguments are validated against it before :meth:`run`.
+    ``groups``: the policy groups the tool is in (``switchboard.toolspec.GROUPS``), which
+    ``group:<name>`` entries of tool policies and approval rules match.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]
-    group: ClassVar[str]
+    groups: ClassVar[tuple[str, ...]]
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         """Run with validated ``args``. Raise :class:`ToolError` for failures the model may see."""
 
-    def spec(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": copy.deepcopy(self.parameters),
-        }
+    def spec(self) -> ToolSpec:
+        """A deep copy of the class's schema: a subclass may fill it in (enums, descriptions)."""
+        return ToolSpec(
+            self.name, self.description, copy.deepcopy(self.parameters), tuple(self.groups)
+        )
 
 
 def _format_path(error: ValidationError) -> str:
@@ -140,6 +142,7 @@ class ToolRegistry:
             Draft202012Validator.check_schema(schema)
             if schema.get("type") != "object":
                 raise ValueError(f"tool {tool.name!r}: parameters must have type 'object'")
+            check_groups(tool.spec())
             self._tools[tool.name] = tool
             self._validators[tool.name] = Draft202012Validator(schema)
 
@@ -156,8 +159,8 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def specs(self) -> list[dict[str, Any]]:
-        """``[{"name", "description", "parameters"}]`` sorted by name (deep copies)."""
+    def specs(self) -> list[ToolSpec]:
+        """The tools' specs sorted by name (their schemas deep copies)."""
         return [self._tools[name].spec() for name in self.names]
 
     async def execute(self, name: str, args_json: str, ctx: ToolContext) -> ToolOutput:

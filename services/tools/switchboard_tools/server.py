@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -25,6 +25,7 @@ import switchboard.registry
 from switchboard import bus
 from switchboard.runtime import ServiceRuntime
 from switchboard.telemetry import enter_service, extract_context
+from switchboard.toolspec import ToolSpec
 from switchboard.v1 import messages_pb2
 
 from .builtin import builtin_registry
@@ -97,15 +98,16 @@ class Executor:
     async def answer_specs(self, msg: Msg) -> None:
         if self.mcp is not None:
             await self.mcp.first_attempts(_FIRST_LIST_WAIT_S)
-        await msg.respond(json.dumps(self.specs(_asking_agent(msg.data))).encode())
+        specs = self.specs(_asking_agent(msg.data))
+        await msg.respond(json.dumps([spec.wire() for spec in specs]).encode())
 
-    def specs(self, agent: str | None) -> list[dict[str, Any]]:
+    def specs(self, agent: str | None) -> list[ToolSpec]:
         """The built-in tools and the MCP tools offered to ``agent`` (see the module
         docstring), sorted by name."""
         specs = self.registry.specs()
         if self.mcp is not None:
             specs += self.mcp.specs(agent)
-        return sorted(specs, key=lambda spec: str(spec["name"]))
+        return sorted(specs, key=lambda spec: spec.name)
 
     async def handle(self, msg: Msg, call: messages_pb2.ToolCall) -> None:
         BUSY_SLOTS.inc()

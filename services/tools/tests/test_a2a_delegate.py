@@ -127,7 +127,7 @@ async def test_the_peer_answers_with_the_token_and_a_context_continues(
 def test_the_spec_names_the_agents() -> None:
     settings = A2ASettings(a2a_agents={"b": {"url": "http://b"}, "a": {"url": "http://a"}})  # type: ignore[dict-item]
     spec = A2ADelegateTool(settings).spec()
-    assert spec["parameters"]["properties"]["agent"]["enum"] == ["a", "b"]
+    assert spec.parameters["properties"]["agent"]["enum"] == ["a", "b"]
 
 
 @pytest.mark.parametrize(

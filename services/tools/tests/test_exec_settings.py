@@ -78,14 +78,14 @@ async def test_the_mode_is_the_operators(ctx: ToolContext) -> None:
     _, tools = await executor({})
     run = runner(tools, ctx)
     for tool, extra in (("exec", {}), ("process", {"action": "start"})):
-        spec = next(s for s in tools.specs() if s["name"] == tool)
-        assert "mode" not in spec["parameters"]["properties"]
+        spec = next(s for s in tools.specs() if s.name == tool)
+        assert "mode" not in spec.parameters["properties"]
         out = await run(tool, {**extra, "command": shell_line, "mode": "sandbox"})
         assert out.is_error and out.details["error"] == "invalid_arguments", out.content
         assert "'mode' was unexpected" in out.content
     out = await run("exec", {"command": shell_line})
     assert out.is_error and "metacharacters are not allowed" in out.content
-    assert "without a shell" in next(s for s in tools.specs() if s["name"] == "exec")["description"]
+    assert "without a shell" in next(s for s in tools.specs() if s.name == "exec").description
 
     # SB_EXEC_MODE=sandbox: a shell line, and still no mode argument (nor a way back).
     _, tools = await executor({"SB_EXEC_MODE": "sandbox"})
@@ -94,7 +94,7 @@ async def test_the_mode_is_the_operators(ctx: ToolContext) -> None:
     assert not out.is_error and out.content == "42\n" and out.details["mode"] == "sandbox"
     out = await run("exec", {"command": "echo hi", "mode": "allowlist"})
     assert out.is_error and "'mode' was unexpected" in out.content
-    assert "/bin/sh" in next(s for s in tools.specs() if s["name"] == "exec")["description"]
+    assert "/bin/sh" in next(s for s in tools.specs() if s.name == "exec").description
 
 
 def test_sandbox_mode_needs_an_isolating_sandbox() -> None:

@@ -80,7 +80,7 @@ class Count(Tool):
         "properties": {"text": {"type": "string"}},
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "test"
+    groups: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.runs = 0
@@ -126,7 +126,7 @@ class Leaky(Tool):
     name: ClassVar[str] = "leaky"
     description: ClassVar[str] = "Raises a ToolError naming an absolute path."
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False}
-    group: ClassVar[str] = "test"
+    groups: ClassVar[tuple[str, ...]] = ()
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"cannot open {ctx.workspace}/sub/f.txt in {ctx.workspace}")

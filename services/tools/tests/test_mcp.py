@@ -84,7 +84,7 @@ class Hub:
         return await self.hub.execute(name, args_json, ctx)
 
     def names(self, agent: str | None) -> set[str]:
-        return {spec["name"] for spec in self.hub.specs(agent)}
+        return {spec.name for spec in self.hub.specs(agent)}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -132,8 +132,9 @@ async def test_tools_are_listed_namespaced_per_agent(system: Hub) -> None:
     assert "srv__secret_drop" not in names  # denied by the server's config
     assert "web__echo" not in system.names("other")  # web is for agent-1 only
     assert "srv__echo" in system.names(None)  # srv is for every agent
-    spec = next(s for s in system.hub.specs("agent-1") if s["name"] == "srv__add")
-    assert spec["parameters"]["properties"]["a"]["type"] == "integer"
+    spec = next(s for s in system.hub.specs("agent-1") if s.name == "srv__add")
+    assert spec.parameters["properties"]["a"]["type"] == "integer"
+    assert spec.groups == ("mcp",)
 
 
 async def test_call_results_pass_through(system: Hub) -> None:
@@ -203,6 +204,9 @@ async def test_spec_requests_over_nats_name_their_agent(system: Hub, nats_url: s
         return [spec["name"] for spec in json.loads(reply.data)]
 
     try:
+        reply = await nc.request(subjects.tools_specs(), b'{"agent": "agent-1"}', timeout=10)
+        wire = {spec["name"]: spec["groups"] for spec in json.loads(reply.data)}
+        assert wire["get_time"] == ["time"] and wire["srv__echo"] == ["mcp"]  # declared, sent
         mine = await names(b'{"agent": "agent-1"}')
         assert "get_time" in mine and {"srv__echo", "web__echo"} <= set(mine)
         assert mine == sorted(mine)

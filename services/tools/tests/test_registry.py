@@ -35,7 +35,7 @@ class Echo(Tool):
         "required": ["text"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "test"
+    groups: ClassVar[tuple[str, ...]] = ()
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return ToolOutput(content=args["text"] * int(args.get("count", 1)))
@@ -49,7 +49,7 @@ class Failing(Tool):
         "properties": {"mode": {"type": "string"}},
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "test"
+    groups: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.sleeping = asyncio.Event()
@@ -80,16 +80,16 @@ def reg() -> ToolRegistry:
 
 async def test_specs_sorted_with_schema(reg: ToolRegistry) -> None:
     specs = reg.specs()
-    assert [s["name"] for s in specs] == ["echo", "failing"]
-    assert set(specs[0]) == {"name", "description", "parameters"}
-    specs[0]["parameters"]["properties"].clear()  # a copy: the tool's schema is untouched
+    assert [s.name for s in specs] == ["echo", "failing"]
+    assert set(specs[0].wire()) == {"name", "description", "parameters", "groups"}
+    specs[0].parameters["properties"].clear()  # a copy: the tool's schema is untouched
     assert "text" in Echo.parameters["properties"]
 
 
 async def test_builtin_specs_are_valid_closed_objects() -> None:
     reg = builtin_registry(ProcessSandbox())
     specs = reg.specs()
-    assert [s["name"] for s in specs] == [
+    assert [s.name for s in specs] == [
         "apply_patch",
         "edit",
         "exec",
@@ -103,10 +103,19 @@ async def test_builtin_specs_are_valid_closed_objects() -> None:
         "write",
     ]
     for spec in specs:
-        assert spec["parameters"]["type"] == "object"
-        assert spec["parameters"]["additionalProperties"] is False
-        assert spec["description"]
-    json.dumps(specs)
+        assert spec.parameters["type"] == "object"
+        assert spec.parameters["additionalProperties"] is False
+        assert spec.description
+        assert spec.groups, f"{spec.name} declares no group"
+    json.dumps([spec.wire() for spec in specs])
+
+
+async def test_a_group_outside_the_vocabulary_is_refused() -> None:
+    class Typo(Echo):
+        groups: ClassVar[tuple[str, ...]] = ("fs", "runtim")
+
+    with pytest.raises(ValueError, match="tool 'echo' declares unknown group 'runtim'"):
+        ToolRegistry([Typo()])
 
 
 async def test_duplicate_tool_names_rejected() -> None:

@@ -269,6 +269,6 @@ async def test_builtin_registry_offers_web_tools_that_refuse_loopback(ctx: ToolC
     registry = builtin_registry(ProcessSandbox())
     for name in ("web_fetch", "web_search"):
         tool = registry.get(name)
-        assert tool is not None and tool.group == "web"
+        assert tool is not None and tool.groups == ("web",)
     out = await registry.execute("web_fetch", '{"url": "http://127.0.0.1:9/"}', ctx)
     assert out.content == "refused: 127.0.0.1 is a loopback address"

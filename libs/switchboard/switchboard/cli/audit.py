@@ -28,21 +28,22 @@ WARNING = "warning"
 OK = "ok"
 
 # Tools that let a run change files, run commands, read or steer other sessions, or act later
-# on its own: what a group of strangers must not get.
-RISKY_TOOLS = (
-    "write",
-    "edit",
-    "apply_patch",
-    "exec",
-    "process",
-    "sessions_list",
-    "sessions_history",
-    "sessions_send",
-    "sessions_spawn",
-    "cron",
-    "a2a_delegate",
-    "github__any",  # stands for every MCP tool (server__tool)
-)
+# on its own: what a group of strangers must not get. Each with the groups its spec declares
+# (the executors' and the agent's tools: group entries of tool policies match them by those).
+RISKY_TOOLS: dict[str, tuple[str, ...]] = {
+    "write": ("fs", "fs_write"),
+    "edit": ("fs", "fs_write"),
+    "apply_patch": ("fs", "fs_write"),
+    "exec": ("runtime",),
+    "process": ("runtime",),
+    "sessions_list": ("sessions",),
+    "sessions_history": ("sessions",),
+    "sessions_send": ("sessions",),
+    "sessions_spawn": ("sessions",),
+    "cron": ("automation",),
+    "a2a_delegate": ("a2a",),
+    "github__any": ("mcp",),  # stands for every MCP tool (server__tool)
+}
 
 
 @dataclass(frozen=True)

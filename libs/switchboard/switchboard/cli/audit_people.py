@@ -38,8 +38,8 @@ def group_tools(config: Config) -> list[str]:
     layer: ToolPolicy = group_layer(agent)
     return [
         tool
-        for tool in RISKY_TOOLS
-        if (base is None or base.check(tool).allowed) and layer.check(tool).allowed
+        for tool, groups in RISKY_TOOLS.items()
+        if (base is None or base.check(tool, groups).allowed) and layer.check(tool, groups).allowed
     ]
 
 

@@ -127,11 +127,12 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
             chat_type="",
             stored=state.standing,
         )
+        offered = self.local.offered(await self.tools.specs(agent), agent)
         policy = self.rules.policy(agent, key, state.tool_policy, standing=standing)
+        policy = policy.knowing(offered)
         decision = policy.allows(request.tool)
         if not decision.allowed:
             raise PermissionDenied(decision.reason, code="policy_denied")
-        offered = self.local.offered(await self.tools.specs(agent), agent)
         spec = next((s for s in offered if s.name == request.tool), None)
         if spec is None:
             raise NotFound(f"no tool {request.tool!r}", code="unknown_tool")
@@ -141,7 +142,7 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
                 f"Invalid arguments for {request.tool}: {errors[0].message[:300]}",
                 code="invalid_arguments",
             )
-        rule = self.rules.approvals.requires_approval(request.tool, args)
+        rule = self.rules.approvals.requires_approval(request.tool, args, policy.catalogue)
         if rule is not None:
             raise PermissionDenied(
                 f"{request.tool} requires approval ({rule}); call it from a session instead",

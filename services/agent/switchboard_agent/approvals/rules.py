@@ -2,7 +2,8 @@
 
 Syntax of one rule: ``TOOL`` or ``TOOL:ARG=PATTERN[,ARG=PATTERN...]``.
 
-- ``TOOL`` is a policy entry: a tool name, ``group:<name>`` or a ``*`` glob (see
+- ``TOOL`` is a policy entry: a tool name, ``group:<name>`` (the tools whose spec declares the
+  group; a tool the run does not know is held by every group rule) or a ``*`` glob (see
   :mod:`..tools.policy`).
 - ``ARG`` is a top-level argument name (letters, digits, ``_``, ``-``); ``PATTERN`` is a glob where
   only ``*`` is a wildcard, matched case-sensitively against the whole value. A comma followed by
@@ -33,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..tools.policy import Entry, PolicyError, glob_regex
+from ..tools.policy import Catalogue, Entry, PolicyError, glob_regex
 from .call_facets import SHARED_ARGS, SIBLINGS, facets
 
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -104,11 +105,15 @@ class ApprovalRule:
             return self.tool
         return f"{self.tool}:{','.join(f'{n}={p}' for n, p in self.args)}"
 
-    def matches(self, tool: str, args: Mapping[str, object] | None = None) -> bool:
-        if not self._entry.matches(tool) and not self._covers(tool):
+    def matches(self, tool: str, args: Mapping[str, object] | None, catalogue: Catalogue) -> bool:
+        """Whether the rule holds a call of ``tool`` with ``args``; ``catalogue``: the groups
+        of the tools known (see :class:`~..tools.policy.Policy`). It fails closed: a tool not
+        in it is in every group a rule names."""
+        named = self._entry.denies(tool, catalogue.get(tool))
+        if not named and not self._covers(tool, catalogue):
             return False
         call = facets(tool, args)
-        if call is None and not self._entry.matches(tool):
+        if call is None and not named:
             return False  # e.g. process polling: it runs nothing
         given = args if isinstance(args, Mapping) else {}
         for name, pattern in self._arg_patterns:
@@ -122,12 +127,12 @@ class ApprovalRule:
                 return False  # a missing argument never matches
         return True
 
-    def _covers(self, tool: str) -> bool:
+    def _covers(self, tool: str, catalogue: Catalogue) -> bool:
         """Whether the rule names another tool that does what ``tool`` does, with arguments
         both name alike (see :mod:`.call_facets`)."""
         shared = SHARED_ARGS.get(tool, frozenset())
         return all(name in shared for name, _ in self.args) and any(
-            self._entry.matches(other) for other in SIBLINGS.get(tool, ())
+            self._entry.matches(other, catalogue.get(other)) for other in SIBLINGS.get(tool, ())
         )
 
 
@@ -151,6 +156,7 @@ class ApprovalRules:
         return cls.parse(list(rules))
 
     def requires_approval(
-        self, tool: str, args: Mapping[str, object] | None = None
+        self, tool: str, args: Mapping[str, object] | None, catalogue: Catalogue
     ) -> ApprovalRule | None:
-        return next((rule for rule in self.rules if rule.matches(tool, args)), None)
+        """The first rule holding the call; ``catalogue``: the policy's (``Policy.catalogue``)."""
+        return next((rule for rule in self.rules if rule.matches(tool, args, catalogue)), None)

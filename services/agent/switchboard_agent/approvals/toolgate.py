@@ -122,7 +122,7 @@ class ToolGate:
                 out.refused[call.call_id] = checked
                 continue
             call = checked  # a hook may have rewritten its arguments
-            matched = self.rules.approvals.requires_approval(call.name, call.args)
+            matched = self.rules.approvals.requires_approval(call.name, call.args, policy.catalogue)
             if matched is None:
                 out.runnable.append(call)
             else:

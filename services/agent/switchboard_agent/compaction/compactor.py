@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanKind
 
 from switchboard import bus
 from switchboard.sessions import session_token
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
@@ -43,7 +44,7 @@ from ..approvals.toolgate import ToolRules
 from ..memory.scope import ScopeMode, reads_memory_files
 from ..metrics import COMPACTIONS, FLUSHED_FACTS, LLM_TOKENS
 from ..outbound.events import RunEvents
-from ..providers.base import Model, ModelRequest, ModelResponse, ToolSpec, Usage
+from ..providers.base import Model, ModelRequest, ModelResponse, Usage
 from ..providers.errors import ModelError
 from ..providers.failover import ModelRouter, RoutedModel
 from ..providers.genai import describe_request, describe_response
@@ -220,12 +221,17 @@ class Compactor:
 
     async def _flush(self, job: Job, rendered: str) -> FlushResult:
         tools, to = self._store_tools(job)
-        if tools is None or not job.policy.allows(STORE).allowed:
+        if tools is None:
+            return FlushResult()
+        # Judged by the groups of the store the facts go to (the memory service's memory_store
+        # or the memory files'), which the run may not have been offered.
+        policy = job.policy.knowing(tools.specs())
+        if not policy.allows(STORE).allowed:
             return FlushResult()
         request = flush_request(rendered, min(self.max_tokens, 2048))
         response = await self._complete(job, request, "flush")
         ctx = LocalContext(job.record.run_id, job.session_key, job.agent, job.origin, job.standing)
-        stored, refused = await store_facts(response.tool_uses, tools, self.rules, ctx, job.policy)
+        stored, refused = await store_facts(response.tool_uses, tools, self.rules, ctx, policy)
         if stored:
             FLUSHED_FACTS.labels(to).inc(stored)
         return FlushResult(stored, refused, to if stored else "none")

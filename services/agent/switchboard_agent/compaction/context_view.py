@@ -18,7 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from ..providers.base import ToolSpec
+from switchboard.toolspec import ToolSpec
+
 from ..providers.overflow import is_fresh_user
 
 __all__ = [

@@ -26,10 +26,11 @@ from zoneinfo import ZoneInfo
 
 from switchboard import trust
 from switchboard.beneath import O_CLOEXEC, open_no_symlinks
+from switchboard.toolspec import ToolSpec
 
 from ..approvals.toolgate import ToolGate, ToolRules
 from ..memory.tools import MAX_NOTE
-from ..providers.base import ModelRequest, ToolSpec
+from ..providers.base import ModelRequest
 from ..runs.turn import text_message
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, LocalTools, tool_error
@@ -116,6 +117,7 @@ class MemoryFileStore:
             "required": ["text"],
             "additionalProperties": False,
         },
+        groups=("memory",),
     )
 
     def __init__(self, workspace_root: Path, zone: Callable[[str], ZoneInfo]) -> None:

@@ -6,8 +6,9 @@ service fetches through its SSRF guard. The image is resized to the model's limi
 from __future__ import annotations
 
 from switchboard.media import MediaServiceError, parse_media_ref
+from switchboard.toolspec import ToolSpec
 
-from ..providers.base import Model, ModelRequest, ModelResponse, ToolSpec
+from ..providers.base import Model, ModelRequest, ModelResponse
 from ..providers.errors import ModelError
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, tool_error
@@ -43,6 +44,7 @@ SPEC = ToolSpec(
         "required": ["image", "prompt"],
         "additionalProperties": False,
     },
+    groups=("media",),
 )
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from switchboard.toolspec import ToolSpec
 from switchboard.v1 import memory_pb2
 
-from ..providers.base import ToolSpec
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, tool_error
 from .client import MemoryClient, MemoryRefused, MemoryUnavailable, NoMemoryYet
@@ -84,6 +84,7 @@ class MemorySearch(_MemoryTool):
                 "required": ["query"],
                 "additionalProperties": False,
             },
+            groups=("memory",),
         )
 
     async def act(self, ctx: LocalContext, call: CallRequest) -> CallResult:
@@ -115,6 +116,7 @@ class MemoryGet(_MemoryTool):
                 "required": ["path"],
                 "additionalProperties": False,
             },
+            groups=("memory",),
         )
 
     async def act(self, ctx: LocalContext, call: CallRequest) -> CallResult:
@@ -146,6 +148,7 @@ class MemoryStore(_MemoryTool):
                 "required": ["text"],
                 "additionalProperties": False,
             },
+            groups=("memory",),
         )
 
     async def act(self, ctx: LocalContext, call: CallRequest) -> CallResult:

@@ -1,10 +1,12 @@
 """What a plugin of the agent imports: the manifest, the API its ``setup`` gets, the types of
-its tools, hooks and model providers (see :mod:`switchboard.plugins`, :mod:`.host`,
+its tools (a tool's ``ToolSpec`` declares its policy groups, among ``GROUPS``), hooks and model
+providers (see :mod:`switchboard.plugins`, :mod:`.host`,
 :mod:`.hooks`, :mod:`..providers.plugin`)."""
 
 from switchboard.plugins import Manifest
+from switchboard.toolspec import GROUPS, ToolSpec
 
-from ..providers.base import Model, ModelRequest, ModelResponse, TextDelta, ToolSpec, Usage
+from ..providers.base import Model, ModelRequest, ModelResponse, TextDelta, Usage
 from ..providers.errors import (
     ModelAuthError,
     ModelContextOverflowError,
@@ -28,6 +30,7 @@ from .hooks import (
 from .host import AgentPluginApi
 
 __all__ = [
+    "GROUPS",
     "AgentPluginApi",
     "Block",
     "CallRequest",

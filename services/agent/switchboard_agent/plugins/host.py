@@ -44,8 +44,8 @@ from switchboard.plugins import (
     installed,
     run_setup,
 )
+from switchboard.toolspec import ToolSpec, check_groups
 
-from ..providers.base import ToolSpec
 from ..providers.plugin import BUILTIN, NAME, PluginProvider, ProviderFactory
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, LocalTool, tool_error
@@ -72,7 +72,8 @@ class AgentPluginApi:
         self.providers: dict[str, PluginProvider] = {}
 
     def register_tool(self, tool: LocalTool) -> None:
-        """An agent-local tool: ``spec`` (name, description, JSON Schema of the arguments) and
+        """An agent-local tool: ``spec`` (name, description, JSON Schema of the arguments, the
+        policy groups it is in: ``group:<name>`` entries match it by them) and
         ``async run(ctx, call) -> CallResult``."""
         self._needs("tools")
         spec = tool.spec
@@ -84,6 +85,10 @@ class AgentPluginApi:
             raise PluginError(f"the tool {spec.name}'s parameters are not a JSON Schema") from None
         if spec.parameters.get("type") != "object":
             raise PluginError(f"the tool {spec.name}'s parameters must be an object schema")
+        try:
+            check_groups(spec)
+        except ValueError as exc:
+            raise PluginError(str(exc)) from None
         self.tools.append(tool)
 
     def register_hook(self, event: str, hook: Hook) -> None:

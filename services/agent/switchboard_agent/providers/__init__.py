@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .base import Model, ModelRequest, ModelResponse, TextDelta, ToolSpec, Usage
+from .base import Model, ModelRequest, ModelResponse, TextDelta, Usage
 from .errors import (
     ModelAuthError,
     ModelContextOverflowError,
@@ -44,7 +44,6 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIStreamAccumulator",
     "TextDelta",
-    "ToolSpec",
     "Usage",
     "build_model",
     "resolve_model_config",

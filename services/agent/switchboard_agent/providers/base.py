@@ -14,38 +14,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
+
+from switchboard.toolspec import ToolSpec
 
 __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
     "TextDelta",
-    "ToolSpec",
     "Usage",
     "get_field",
     "parse_tool_arguments",
 ]
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    parameters: dict[str, Any]  # JSON Schema of the tool input (an object schema)
-
-    # Encoded once per spec: every model call of every run carries the schemas (most of a
-    # request's bytes), and the specs live as long as the tool catalog.
-    @cached_property
-    def parameters_json(self) -> str:
-        """``parameters`` as compact JSON, as a request body carries them."""
-        return json.dumps(self.parameters, ensure_ascii=False, separators=(",", ":"))
-
-    @cached_property
-    def chars(self) -> int:
-        """The spec's size in characters, for estimating a request's tokens."""
-        return len(self.name) + len(self.description) + len(json.dumps(self.parameters))
 
 
 @dataclass

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import ModelRequest, ToolSpec
+from switchboard.toolspec import ToolSpec
+
+from .base import ModelRequest
 
 
 def _text_of(content: Any) -> str:

@@ -283,6 +283,9 @@ class Runner:
             if recalled:
                 system = f"{system}\n\n{recalled}"
         offered = self.local.offered(await self.tools.specs(item.agent), item.agent)
+        # The groups the policy matches are those the offered tools declare: a call of any
+        # other tool is judged as unknown (fail closed, see tools/policy.py).
+        turn.policy = turn.policy.knowing(offered)
         specs = [s for s in offered if turn.policy.allows(s.name).allowed]
         # The agent's chain of models (providers/failover.py) unless the session picked its own
         # (/model): provider/model name the one that answered.

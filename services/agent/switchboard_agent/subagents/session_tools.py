@@ -22,10 +22,10 @@ from typing import Any
 from switchboard import trust
 from switchboard.errors import InvalidSessionKey
 from switchboard.sessions import validate_session_key
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing, Visibility
 from switchboard.v1 import messages_pb2
 
-from ..providers.base import ToolSpec
 from ..sessions.standing import SUBAGENT_ROLE, session_standing
 from ..sessions.store import SessionStore, StoredMessage
 from ..tools.client import CallRequest, CallResult
@@ -44,6 +44,7 @@ LIST_SPEC = ToolSpec(
         "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}},
         "additionalProperties": False,
     },
+    groups=("sessions",),
 )
 _LISTED = {
     Visibility.SELF: "This session (the only one it may see)",
@@ -155,6 +156,7 @@ HISTORY_SPEC = ToolSpec(
         "required": ["session_key"],
         "additionalProperties": False,
     },
+    groups=("sessions",),
 )
 
 
@@ -210,6 +212,7 @@ SEND_SPEC = ToolSpec(
         "required": ["session_key", "text"],
         "additionalProperties": False,
     },
+    groups=("sessions",),
 )
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from switchboard.errors import InvalidSessionKey
+from switchboard.toolspec import ToolSpec
 
-from ..providers.base import ToolSpec
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, tool_error
 from .children import Outcome, Subagents, clipped, depth
@@ -57,6 +57,7 @@ def _spawn_spec(max_children: int) -> ToolSpec:
             },
             "additionalProperties": False,
         },
+        groups=("sessions",),
     )
 
 

@@ -19,10 +19,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from switchboard import bus, trust
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
-
-from ..providers.base import ToolSpec
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.agent")
@@ -74,9 +73,7 @@ class ToolDispatcher:
         except Exception:
             log.warning("no tool executor answered the spec request; running without tools")
             return cached
-        specs = [
-            ToolSpec(s["name"], s["description"], s["parameters"]) for s in json.loads(reply.data)
-        ]
+        specs = [ToolSpec.from_wire(s) for s in json.loads(reply.data)]
         self._specs[agent] = (time.monotonic(), specs)
         return specs
 

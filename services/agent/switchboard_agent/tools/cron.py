@@ -16,12 +16,12 @@ import grpc
 
 from switchboard import scheduling, trust
 from switchboard.errors import InvalidSchedule
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from ..outbound.chat_parts import reply_destination
 from ..outbound.publisher import OutboundPublisher
-from ..providers.base import ToolSpec
 from .client import CallRequest, CallResult
 from .local import LocalContext, tool_error
 
@@ -51,6 +51,7 @@ SPEC = ToolSpec(
         "required": ["action"],
         "additionalProperties": False,
     },
+    groups=("automation",),
 )
 
 

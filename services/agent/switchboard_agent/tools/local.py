@@ -19,10 +19,10 @@ from jsonschema import Draft202012Validator, ValidationError
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from switchboard.toolspec import ToolSpec, check_groups
 from switchboard.trust import Standing
 from switchboard.v1 import messages_pb2
 
-from ..providers.base import ToolSpec
 from .client import CallRequest, CallResult
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,8 @@ class LocalTools:
         self._tools = {t.spec.name: t for t in tools}
         # Taken once: a tool may build its spec on each read, and a spec encodes its schema once.
         self._specs = {name: t.spec for name, t in self._tools.items()}
+        for spec in self._specs.values():
+            check_groups(spec)
         self._validators = {
             name: Draft202012Validator(t.spec.parameters) for name, t in self._tools.items()
         }

@@ -37,11 +37,11 @@ from switchboard.media import (
     media_ref,
     parse_media_ref,
 )
+from switchboard.toolspec import ToolSpec
 from switchboard.trust import Standing
 
 from ..outbound.chat_parts import ChatDestination, publish_part, reply_destination
 from ..outbound.publisher import DEFAULT_ACCOUNT, EVENT_ONLY_CHANNELS, OutboundPublisher
-from ..providers.base import ToolSpec
 from .client import CallRequest, CallResult
 from .local import LocalContext, tool_error
 
@@ -124,6 +124,7 @@ def _spec(targets: Mapping[str, MessageTarget]) -> ToolSpec:
             },
             "additionalProperties": False,
         },
+        groups=("messaging",),
     )
 
 

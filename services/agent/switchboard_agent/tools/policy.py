@@ -4,10 +4,18 @@ Entries (in ``allow``/``deny`` lists, profiles and approval rules) are one of:
 
 - a tool name (``exec``; the aliases ``bash``/``shell`` mean ``exec``, ``apply-patch`` means
   ``apply_patch``);
-- a group name ``group:<name>`` (see ``TOOL_GROUPS``; an unknown group is a ``PolicyError``);
+- a group name ``group:<name>``: the tools whose spec declares that group (a tool declares its
+  groups with itself: ``ToolSpec.groups``, the ``groups`` of an executor's ``Tool``; the
+  vocabulary is ``switchboard.toolspec.GROUPS``, and an unknown group is a ``PolicyError``);
 - a glob where only ``*`` is a wildcard (``memory_*``, ``github__*``); ``?`` and ``[`` are literal.
   Matching is case-sensitive and covers the whole name. Unknown tool names are fine (MCP tools are
-  ``server__tool``; ``group:mcp`` is every name holding ``__``).
+  ``server__tool``, each declaring ``mcp``).
+
+A group entry needs the groups of the tool it judges: a :class:`Policy` knows them from the specs
+the agent has (:meth:`Policy.knowing`: local tools, plugins', the executors'). It fails closed: a
+tool it does not know is matched by every group entry of a ``deny`` list and by none of an
+``allow`` list or profile (``deny: ["group:runtime"]`` never lets through a tool because its
+groups are unknown).
 
 Profiles: ``minimal`` = get_time; ``coding`` = fs, runtime, web, time, memory, sessions, media
 (``image``); ``messaging`` = message, sessions_list, sessions_history, get_time, web_search, image;
@@ -35,25 +43,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from switchboard.sessions import is_subagent
+from switchboard.toolspec import GROUPS, ToolSpec
 
-TOOL_GROUPS: dict[str, tuple[str, ...]] = {
-    "group:fs": ("read", "write", "edit", "apply_patch", "list_dir", "search_files"),
-    "group:fs_write": ("write", "edit", "apply_patch"),
-    "group:fs_read": ("read", "list_dir", "search_files"),
-    "group:runtime": ("exec", "process"),
-    "group:web": ("web_fetch", "web_search"),
-    "group:time": ("get_time",),
-    "group:memory": ("memory_search", "memory_get", "memory_store"),
-    "group:sessions": ("sessions_list", "sessions_history", "sessions_spawn", "sessions_send"),
-    "group:messaging": ("message",),
-    "group:automation": ("cron",),
-    "group:media": ("image",),
-    "group:mcp": ("*__*",),
-    "group:a2a": ("a2a_delegate",),  # a2a: remote A2A agents the operator configured
-}
+# Tool name -> the groups its spec declares: what group entries are matched against. A name
+# missing is a tool the policy does not know (see the module docstring: it fails closed).
+Catalogue = Mapping[str, tuple[str, ...]]
+
+
+def catalogue(specs: Iterable[ToolSpec]) -> dict[str, tuple[str, ...]]:
+    """The groups of each tool ``specs`` declare (a later spec wins a name, as a local tool
+    shadows an executor's)."""
+    return {spec.name: tuple(spec.groups) for spec in specs}
+
 
 PROFILES: dict[str, tuple[str, ...]] = {
     "minimal": ("group:time",),
@@ -117,6 +121,7 @@ class Entry:
 
     text: str
     _patterns: tuple[re.Pattern[str], ...] = field(repr=False, compare=False)
+    group: str | None = None  # the group a ``group:`` entry names
 
     @classmethod
     def parse(cls, raw: object, where: str = "entry") -> Entry:
@@ -125,20 +130,29 @@ class Entry:
         if not raw or raw != raw.strip() or any(ch.isspace() for ch in raw):
             raise PolicyError(f"{where}: {raw!r} is not a tool name (empty or holds whitespace)")
         if raw.startswith("group:"):
-            if raw not in TOOL_GROUPS:
-                known = ", ".join(TOOL_GROUPS)
+            group = raw.removeprefix("group:")
+            if group not in GROUPS:
+                known = ", ".join(f"group:{name}" for name in GROUPS)
                 raise PolicyError(f"{where}: unknown group {raw!r}; known groups: {known}")
-            members = TOOL_GROUPS[raw]
-        else:
-            members = (TOOL_ALIASES.get(raw, raw),)
-        return cls(raw, tuple(glob_regex(m) for m in members))
+            return cls(raw, (), group)
+        return cls(raw, (glob_regex(TOOL_ALIASES.get(raw, raw)),))
 
-    def matches(self, tool: str) -> bool:
+    def matches(self, tool: str, groups: tuple[str, ...] | None) -> bool:
+        """Whether the entry names ``tool``, whose spec declares ``groups`` (``None``: a tool
+        not known, which no group entry names)."""
+        if self.group is not None:
+            return groups is not None and self.group in groups
         return any(p.fullmatch(tool) for p in self._patterns)
 
+    def denies(self, tool: str, groups: tuple[str, ...] | None) -> bool:
+        """As a deny entry: fail closed, a tool not known is in every group."""
+        return self.matches(tool, groups) or (groups is None and self.group is not None)
 
-def _first_match(entries: Iterable[Entry], tool: str) -> Entry | None:
-    return next((e for e in entries if e.matches(tool)), None)
+
+def _first_match(
+    entries: Iterable[Entry], tool: str, groups: tuple[str, ...] | None
+) -> Entry | None:
+    return next((e for e in entries if e.matches(tool, groups)), None)
 
 
 def _entries(raw: object, where: str) -> tuple[Entry, ...]:
@@ -223,15 +237,17 @@ class ToolPolicy:
             out["profile"] = self.profile
         return out
 
-    def check(self, tool: str) -> Verdict:
-        denied_by = _first_match(self._deny, tool)
+    def check(self, tool: str, groups: tuple[str, ...] | None) -> Verdict:
+        """Judge ``tool``, whose spec declares ``groups`` (``None``: not known)."""
+        denied_by = next((e for e in self._deny if e.denies(tool, groups)), None)
         if denied_by is not None:
             return Verdict(False, "denied", f"deny: {denied_by.text}")
         if self.profile is None and not self.allow:
             return Verdict(True, "allowed", _UNRESTRICTED)
-        if self.profile is not None and _first_match(_PROFILE_ENTRIES[self.profile], tool):
+        profile = _PROFILE_ENTRIES[self.profile] if self.profile is not None else ()
+        if _first_match(profile, tool, groups):
             return Verdict(True, "allowed", f"profile: {self.profile}")
-        allowed_by = _first_match(self._allow, tool)
+        allowed_by = _first_match(self._allow, tool, groups)
         if allowed_by is not None:
             return Verdict(True, "allowed", f"allow: {allowed_by.text}")
         listed = [f"profile: {self.profile}"] if self.profile is not None else []
@@ -270,16 +286,24 @@ class Decision:
 
 @dataclass(frozen=True)
 class Policy:
-    """Named layers, outermost first; a tool must pass every one."""
+    """Named layers, outermost first; a tool must pass every one. ``catalogue``: the groups of
+    the tools the policy knows (:meth:`knowing`); group entries match no other tool but in a
+    deny list, where they match every other one."""
 
     layers: tuple[tuple[str, ToolPolicy], ...] = ()
+    catalogue: Catalogue = field(default_factory=dict, hash=False)  # a dict: not hashable
+
+    def knowing(self, specs: Iterable[ToolSpec]) -> Policy:
+        """This policy knowing the groups of ``specs`` too (theirs win a name)."""
+        return replace(self, catalogue={**self.catalogue, **catalogue(specs)})
 
     def allows(self, tool: str) -> Decision:
         if not isinstance(tool, str) or not tool:
             return Decision(False, f"{tool!r} is not a tool name")
+        groups = self.catalogue.get(tool)
         passed: list[str] = []
         for name, layer in self.layers:
-            verdict = layer.check(tool)
+            verdict = layer.check(tool, groups)
             if not verdict.allowed:
                 return Decision(
                     False, f"{tool} is {verdict.verb} by the {name} policy ({verdict.rule})"

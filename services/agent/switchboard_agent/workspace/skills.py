@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from switchboard.skills import Found, SkillCatalog
+from switchboard.toolspec import ToolSpec
 
-from ..providers.base import ToolSpec
 from ..tools.client import CallRequest, CallResult
 from ..tools.local import LocalContext, tool_error
 from .files import truncate

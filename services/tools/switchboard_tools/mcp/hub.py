@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from mcp.client._transport import TransportStreams
 
+from switchboard.toolspec import ToolSpec
 from switchboard_tools.mcp.config import McpServerConfig
 from switchboard_tools.mcp.supervisor import McpServer
 from switchboard_tools.mcp.tool import SEPARATOR
@@ -76,9 +76,9 @@ class McpHub:
             for wait in pending:
                 wait.cancel()
 
-    def specs(self, agent: str | None) -> list[dict[str, Any]]:
+    def specs(self, agent: str | None) -> list[ToolSpec]:
         """The specs of the tools offered to ``agent`` (``None``: servers of every agent)."""
-        specs: list[dict[str, Any]] = []
+        specs: list[ToolSpec] = []
         for server in self.servers.values():
             if server.config.serves(agent):
                 specs += server.registry.specs()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import mcp_types
 
@@ -41,7 +41,7 @@ class McpTool(Tool):
     tool's name, description and schema as class attributes, so each server tool gets a class
     of its own: make them with :func:`mcp_tool`."""
 
-    group = "mcp"
+    groups: ClassVar[tuple[str, ...]] = ("mcp",)
 
     def __init__(self, server: McpServer, remote: str) -> None:
         self.server = server

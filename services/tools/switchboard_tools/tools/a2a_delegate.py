@@ -14,6 +14,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import httpx
@@ -37,6 +38,7 @@ from a2a.utils.errors import A2AError
 from switchboard.errors import causes
 from switchboard.net.errors import FetchError
 from switchboard.net.ssrf import Resolver, SsrfGuard
+from switchboard.toolspec import ToolSpec
 from switchboard_tools.a2a_settings import A2AAgent, A2ASettings
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
@@ -137,7 +139,7 @@ class A2ADelegateTool(Tool):
         "required": ["agent", "message"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "a2a"
+    groups: ClassVar[tuple[str, ...]] = ("a2a",)
 
     def __init__(
         self,
@@ -152,15 +154,15 @@ class A2ADelegateTool(Tool):
         self._max_bytes = settings.a2a_max_response_bytes
         self._guard = SsrfGuard(allow_cidrs or (), resolver)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> ToolSpec:
         spec = super().spec()
         names = sorted(self._agents)
-        spec["description"] += " Agents: " + ", ".join(
+        listed = ", ".join(
             f"{n} ({self._agents[n].description})" if self._agents[n].description else n
             for n in names
         )
-        spec["parameters"]["properties"]["agent"]["enum"] = names
-        return spec
+        spec.parameters["properties"]["agent"]["enum"] = names  # a copy: Tool.spec's
+        return replace(spec, description=f"{spec.description} Agents: {listed}")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         name = str(args["agent"])

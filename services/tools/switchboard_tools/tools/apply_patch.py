@@ -287,7 +287,7 @@ class ApplyPatchTool(Tool):
         "required": ["patch"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_write")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         content, details = await in_workspace(ctx, lambda fs: apply_patch(fs, args["patch"]))

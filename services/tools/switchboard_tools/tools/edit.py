@@ -78,7 +78,7 @@ class EditTool(Tool):
         "required": ["path", "old_text", "new_text"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_write")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         def run(fs: WorkspaceFS) -> dict[str, Any]:

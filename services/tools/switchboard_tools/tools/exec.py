@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from switchboard.toolspec import ToolSpec
 from switchboard_tools.errors import ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
 from switchboard_tools.sandbox import (
@@ -191,7 +193,7 @@ class ExecTool(Tool):
         "required": ["command"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "runtime"
+    groups: ClassVar[tuple[str, ...]] = ("runtime",)
 
     def __init__(
         self,
@@ -217,10 +219,10 @@ class ExecTool(Tool):
         self.output_cap = output_cap
         self.profile = profile
 
-    def spec(self) -> dict[str, Any]:
-        spec = super().spec()
-        spec["description"] = self.description.format(mode=DESCRIPTIONS[self.mode])
-        return spec
+    def spec(self) -> ToolSpec:
+        return replace(
+            super().spec(), description=self.description.format(mode=DESCRIPTIONS[self.mode])
+        )
 
     def effective_timeout(self, requested: float | None, ctx: ToolContext) -> float:
         timeout = min(requested or self.default_timeout_s, MAX_EXEC_TIMEOUT_S)

@@ -40,7 +40,7 @@ class GetTimeTool(Tool):
         },
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "time"
+    groups: ClassVar[tuple[str, ...]] = ("time",)
 
     def __init__(
         self, *, default_timezone: str = "UTC", clock: Callable[[], datetime] | None = None

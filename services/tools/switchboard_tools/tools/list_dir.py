@@ -80,7 +80,7 @@ class ListDirTool(Tool):
         },
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_read")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         def run(fs: WorkspaceFS) -> tuple[str, list[dict[str, Any]], int]:

@@ -10,8 +10,10 @@ sandbox, under the same sandbox layers), but left running: ``start`` returns a h
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from switchboard.toolspec import ToolSpec
 from switchboard_tools.errors import ArgumentError
 from switchboard_tools.procs import ProcessManager, wait_for_event
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
@@ -105,7 +107,7 @@ class ProcessTool(Tool):
         "required": ["action"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "runtime"
+    groups: ClassVar[tuple[str, ...]] = ("runtime",)
 
     def __init__(
         self,
@@ -120,10 +122,10 @@ class ProcessTool(Tool):
         names = DEFAULT_EXEC_ALLOWLIST if allowlist is None else tuple(allowlist)
         self.allowlist = frozenset(names)
 
-    def spec(self) -> dict[str, Any]:
-        spec = super().spec()
-        spec["description"] = self.description.format(mode=DESCRIPTIONS[self.mode])
-        return spec
+    def spec(self) -> ToolSpec:
+        return replace(
+            super().spec(), description=self.description.format(mode=DESCRIPTIONS[self.mode])
+        )
 
     def _wait(self, args: dict[str, Any], ctx: ToolContext, default: float) -> float:
         wanted = float(args.get("wait_s", default))

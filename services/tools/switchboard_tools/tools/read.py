@@ -166,7 +166,7 @@ class ReadTool(Tool):
         "required": ["path"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_read")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         offset = int(args.get("offset", 1))

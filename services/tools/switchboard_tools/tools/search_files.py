@@ -147,7 +147,7 @@ class SearchFilesTool(Tool):
         },
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_read")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         query = args.get("query")

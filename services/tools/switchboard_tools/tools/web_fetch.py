@@ -58,7 +58,7 @@ class WebFetchTool(Tool):
         "required": ["url"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "web"
+    groups: ClassVar[tuple[str, ...]] = ("web",)
 
     def __init__(
         self,

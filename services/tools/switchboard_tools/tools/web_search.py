@@ -96,7 +96,7 @@ class WebSearchTool(Tool):
         "required": ["query"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "web"
+    groups: ClassVar[tuple[str, ...]] = ("web",)
 
     def __init__(self, settings: WebSettings | None = None) -> None:
         self._settings = settings if settings is not None else WebSettings.model_construct()

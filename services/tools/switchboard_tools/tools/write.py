@@ -82,7 +82,7 @@ class WriteTool(Tool):
         "required": ["path", "content"],
         "additionalProperties": False,
     }
-    group: ClassVar[str] = "fs"
+    groups: ClassVar[tuple[str, ...]] = ("fs", "fs_write")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         data = args["content"].encode("utf-8", errors="replace")
