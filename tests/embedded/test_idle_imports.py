@@ -34,6 +34,7 @@ LAZY = {
     "qdrant_client": "the memory service's client engine or Qdrant server",
     "numpy": "the memory service's local embedding model (first embedding)",
     "tokenizers": "the memory service's local embedding model (first embedding)",
+    "yaml": "the agent's skills (the first SKILL.md read, in a turn): switchboard.skills",
 }
 
 

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from . import loops, registry
+from . import gcdefer, loops, registry
 from .errors import SwitchboardError
 from .logs import setup_logging
 from .settings import CommonSettings, Settings, describe
@@ -85,7 +85,12 @@ class Preload:
         self.loaded: dict[str, Future[None]] = {s.name: Future() for s in self.services}
 
     def run(self) -> list[str]:
-        """Import everything (call it in a thread); the names of the services that failed."""
+        """Import everything (call it in a thread); the names of the services that failed.
+        The collector runs less often meanwhile (:mod:`switchboard.gcdefer`)."""
+        with gcdefer.deferred():
+            return self._run()
+
+    def _run(self) -> list[str]:
         failed: list[str] = []
         for service in self.services:
             _LOADING[service.name] = self.loaded[service.name]
@@ -169,7 +174,8 @@ class HostError(SwitchboardError):
 async def run_service(hosted: Hosted, stop: asyncio.Event) -> None:
     """Read the service's settings and serve until ``stop`` is set."""
     await wait_preloaded(hosted.service)
-    settings_class, serve = load(hosted.service)
+    with gcdefer.deferred():  # the import, unless preloaded (a service process's)
+        settings_class, serve = load(hosted.service)
     try:
         settings = settings_class.from_environ(hosted.environ)
     except ValidationError as exc:

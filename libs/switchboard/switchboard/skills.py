@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
 
 from switchboard.beneath import O_CLOEXEC, open_beneath, open_no_symlinks
@@ -123,7 +122,10 @@ class Problem:
 
 def parse_skill(text: str, folder: str) -> tuple[str, str, Requirements, str]:
     """``(name, description, requirements, body)`` of a SKILL.md; raises
-    :class:`SkillFormatError`."""
+    :class:`SkillFormatError`. YAML is imported here, by the first skill read (a turn), not at
+    the agent's start-up (docs/startup.md)."""
+    import yaml
+
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
         raise SkillFormatError("it does not start with YAML front matter (a line '---')")

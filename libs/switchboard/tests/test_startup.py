@@ -1,10 +1,12 @@
 """What makes a one-process ``switchboard up`` ready sooner (docs/startup.md): a service starts
 as soon as its own code is imported, while the next ones import (host.Preload), in the order the
-launcher chooses; and the launcher's readiness poll is a plain HTTP request."""
+launcher chooses, with fewer garbage collections; and the launcher's readiness poll is a plain
+HTTP request."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from switchboard import host, natsauth, registry, runtime
+from switchboard import gcdefer, host, natsauth, registry, runtime
 from switchboard.cli.startup import IMPORT_FIRST, import_order, readyz_ok
 from switchboard.cli.supervisor import ServiceSpec
 from switchboard.embedded import free_port
@@ -116,6 +118,39 @@ async def test_a_service_whose_import_fails_is_reported_by_the_host_as_before(
     assert loading.settings_loaded.done() and all(f.done() for f in loading.loaded.values())
     with pytest.raises(ModuleNotFoundError, match="switchboard_nope"):
         await host.run_service(host.Hosted(missing, {}), asyncio.Event())
+
+
+def test_the_imports_run_with_fewer_collections_then_the_thresholds_come_back(
+    fake_services: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_services.OPEN.set()
+    seen: list[int] = []
+    real_load = host.load
+
+    def load(service: registry.Service) -> tuple[type, host.Serve]:
+        seen.append(gc.get_threshold()[0])  # while the service's code imports
+        return real_load(service)
+
+    monkeypatch.setattr(host, "load", load)
+    before = gc.get_threshold()
+    assert before[0] < gcdefer.YOUNG_THRESHOLD
+    assert host.Preload([_service("quick"), _service("slowpoke")]).run() == []
+    assert seen == [gcdefer.YOUNG_THRESHOLD] * 2
+    assert gc.get_threshold() == before
+
+
+def test_deferred_blocks_may_overlap_and_the_last_out_restores_the_thresholds() -> None:
+    before = gc.get_threshold()
+    first, second = gcdefer.deferred(), gcdefer.deferred()
+    first.__enter__()
+    second.__enter__()  # e.g. the launcher's import thread while its main thread imports
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] == gcdefer.YOUNG_THRESHOLD  # the other block still runs
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), gcdefer.deferred():
+        raise RuntimeError("an import failed")
+    assert gc.get_threshold() == before
 
 
 def test_the_streams_owner_imports_first_then_the_slow_starters_then_registry_order() -> None:

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from switchboard.gcdefer import deferred
+
 # Each command and the module (switchboard.cli.<module>) that registers it, in help's order.
 COMMANDS: dict[str, str] = {
     "up": "up",
@@ -63,7 +65,8 @@ def chosen(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(chosen(argv))
+    with deferred():  # the command's imports: fewer garbage collections (switchboard.gcdefer)
+        parser = build_parser(chosen(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()

@@ -7,6 +7,10 @@ original ``host[:port]`` and, for https, the ``sni_hostname`` request extension 
 send the original name as TLS SNI and verify the certificate against it. httpx never resolves
 the name itself, so a DNS answer that changes between check and connect cannot redirect us.
 Environment proxies are ignored (``trust_env=False``): a proxy would resolve the name again.
+
+httpx is imported by the first request, not with this module: the services that may fetch
+(tools, media, scheduler) import it at start, and httpx's own import brings its command line's
+(rich, pygments, click; with httpcore about 75 ms of a start-up, docs/startup.md).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import ssl
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from .errors import FetchError, Refused, TooLarge
 from .ssrf import SsrfGuard, Target
+
+if TYPE_CHECKING:
+    import httpx
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_ERROR_TEXT = 200
@@ -113,9 +119,13 @@ class Fetcher:
         }
         self._limits = limits
         self._ssl_context = ssl_context
-        self._timeout = httpx.Timeout(
-            limits.read_timeout_s, connect=limits.connect_timeout_s
-        ).as_dict()
+        # httpcore's "timeout" extension, as httpx.Timeout(read, connect=connect).as_dict().
+        self._timeout = {
+            "connect": limits.connect_timeout_s,
+            "read": limits.read_timeout_s,
+            "write": limits.read_timeout_s,
+            "pool": limits.read_timeout_s,
+        }
 
     def _ssl(self) -> ssl.SSLContext:
         return self._ssl_context or default_ssl_context()
@@ -128,6 +138,8 @@ class Fetcher:
     ) -> Fetched:
         """GET ``url``. ``credentials`` (an ``Authorization`` header...) go to ``url`` only:
         never to where it redirects."""
+        import httpx
+
         async with httpx.AsyncClient(
             verify=self._ssl(), trust_env=False, follow_redirects=False
         ) as client:
@@ -162,6 +174,8 @@ class Fetcher:
     async def post(self, url: str, body: bytes, content_type: str) -> Fetched:
         """POST ``body`` to ``url`` through the guard (a webhook). Redirects are not followed:
         a 3xx answer is returned as it is."""
+        import httpx
+
         async with httpx.AsyncClient(
             verify=self._ssl(), trust_env=False, follow_redirects=False
         ) as client:
@@ -188,6 +202,8 @@ class Fetcher:
             raise Refused(f"redirected to {url}, but {exc.reason}") from exc
 
     async def _read(self, response: httpx.Response) -> bytes:
+        import httpx
+
         try:
             return await read_capped(response, self._limits.max_bytes)
         except httpx.TransportError as exc:
@@ -203,6 +219,8 @@ class Fetcher:
         extra: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """GET (or ``method``) the pinned addresses in turn until one connects."""
+        import httpx
+
         extensions: dict[str, object] = {"timeout": self._timeout}
         if target.url.scheme == "https":
             extensions["sni_hostname"] = target.host
@@ -233,10 +251,14 @@ class Fetcher:
 @functools.cache
 def default_ssl_context() -> ssl.SSLContext:
     """The system-trust TLS context, built on first use (loading the CA bundle is slow)."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 
 def _join(base: httpx.URL, location: str) -> httpx.URL:
+    import httpx
+
     try:
         return base.join(location)
     except httpx.InvalidURL as exc:

@@ -20,10 +20,12 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from .errors import FetchError, Refused
+
+if TYPE_CHECKING:
+    import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -157,7 +159,10 @@ class SsrfGuard:
 
     async def check(self, url: str | httpx.URL) -> Target:
         """The vetted :class:`Target` for ``url``; raises :class:`Refused` (or
-        FetchError when the host does not resolve)."""
+        FetchError when the host does not resolve). httpx is imported by the first check, not
+        at start-up (see switchboard.net.fetch)."""
+        import httpx
+
         try:
             parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
         except httpx.InvalidURL as exc:

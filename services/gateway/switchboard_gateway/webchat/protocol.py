@@ -41,7 +41,9 @@ BAD_ATTACHMENT = "bad_attachment"
 
 
 class Frame(BaseModel):
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    # defer_build: the frames' validators are built by the first WebSocket chat, not while the
+    # gateway imports (25 models, 13-20 ms of a start-up; docs/startup.md).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, defer_build=True)
 
     def to_json(self) -> str:
         return self.model_dump_json()

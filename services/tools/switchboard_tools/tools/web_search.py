@@ -12,9 +12,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from switchboard.net.fetch import default_ssl_context, describe
 from switchboard_tools.errors import ToolError
@@ -24,6 +22,9 @@ from switchboard_tools.registry import Tool, ToolContext, ToolOutput
 DEFAULT_COUNT = 5
 MAX_COUNT = 10
 _SNIPPET_CHARS = 500
+
+if TYPE_CHECKING:  # httpx is imported by the first search (its import brings its command
+    import httpx  # line's rich and pygments: ~90 modules of every start-up, docs/startup.md)
 _TAGS = re.compile(r"<[^>]+>")
 _SPACE = re.compile(r"\s+")
 _NOT_CONFIGURED = (
@@ -109,6 +110,8 @@ class WebSearchTool(Tool):
         provider = self._settings.web_search_provider
         if provider is None:
             raise ToolError(_NOT_CONFIGURED)
+        import httpx
+
         async with httpx.AsyncClient(
             timeout=self._settings.web_search_timeout_s, verify=default_ssl_context()
         ) as client:
