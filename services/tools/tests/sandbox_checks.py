@@ -87,8 +87,8 @@ def sandbox_processes(workspace: Path, uid: int | None = None) -> list[psutil.Pr
     """Processes a sandbox started in ``workspace`` that still exist. Running ones are found by
     their environment (every sandboxed process starts with ``HOME=<workspace>``, and the
     workspace is a fresh temporary directory, so other tests' processes never match); with
-    ``uid``, zombies of that uid left for this process to reap count too (they still count
-    against the uid's process limit), if they started after the workspace was made: this
+    ``uid``, children of this process of that uid count too, zombies included (they still
+    count against the uid's process limit), if they started after the workspace was made: this
     process is the subreaper of every orphan below it, and an orphan of an earlier test's
     killed stack or executor (the same uid: it is this test worker's) may end, and wait for
     reaping, at any time."""
@@ -97,14 +97,17 @@ def sandbox_processes(workspace: Path, uid: int | None = None) -> list[psutil.Pr
     found: list[psutil.Process] = []
     for proc in psutil.process_iter():
         try:
+            # A child of ours of that uid, zombie or not: an orphan reparented to us, also
+            # while it exits (its environment is gone by then, and it is no zombie yet).
+            if (
+                uid is not None
+                and proc.ppid() == me
+                and proc.uids().real == uid
+                and proc.create_time() >= born - 0.05  # the clock's 10 ms ticks
+            ):
+                found.append(proc)
+                continue
             if proc.status() == psutil.STATUS_ZOMBIE:
-                if (
-                    uid is not None
-                    and proc.ppid() == me
-                    and proc.uids().real == uid
-                    and proc.create_time() >= born - 0.05  # the clock's 10 ms ticks
-                ):
-                    found.append(proc)
                 continue
         except psutil.Error:
             continue

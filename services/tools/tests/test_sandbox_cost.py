@@ -2,8 +2,8 @@
 per-call wrapper interpreter imports no costly module on its way to ``exec`` (and forks no
 ``ldconfig`` to find libseccomp) while still putting seccomp and Landlock in force, the lookup
 of libseccomp still works where the soname is not found directly, the orphan reaps that calls
-ask for at about the same time are merged without ever running early, and an empty call cgroup
-is removed without scanning ``/proc``."""
+ask for at about the same time are merged without ever running early, an empty call cgroup is
+removed without an orphan scan, and that scan reads this process's descendants only."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from switchboard_tools.sandbox import cgroups as cgroups_mod
-from switchboard_tools.sandbox import coalesce, inner, inner_seccomp
+from switchboard_tools.sandbox import coalesce, inner, inner_seccomp, orphans
 from switchboard_tools.sandbox.cgroups import CgroupLimits, Cgroups, CgroupUnavailable
 from switchboard_tools.sandbox.launch import DEV_FILES, INNER_SOURCE, SYSTEM_RO
 from switchboard_tools.sandbox.probe import PYTHON_CANDIDATES
@@ -136,8 +137,8 @@ def test_a_new_loop_does_not_count_on_the_timers_of_a_closed_one() -> None:
 def test_empty_call_cgroup_is_removed_without_scanning_proc(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Removing a call's cgroup that nothing holds any more reads no ``/proc`` (the orphan scan,
-    every process of the host, runs only when the removal fails)."""
+    """Removing a call's cgroup that nothing holds any more runs no orphan scan (it runs only
+    when the removal fails)."""
     if os.geteuid() != 0:
         skip_or_fail("per-call cgroups need root here")
     try:
@@ -157,3 +158,40 @@ def test_empty_call_cgroup_is_removed_without_scanning_proc(
     assert call.remove() is True
     assert not any(d.exists() for d in call.dirs)
     assert scans == []
+
+
+def test_orphan_scan_reads_only_this_process_s_descendants() -> None:
+    """The orphan reaps read this process's descendants, never every process of the host: a
+    grandchild whose parent exited (ours, as the subreaper) is found, judged still dying while
+    it runs and reaped once it has exited; no process outside our tree is read."""
+    if not orphans.become_subreaper():
+        skip_or_fail("prctl(PR_SET_CHILD_SUBREAPER) is not available here")
+    since = orphans.boot_ticks()
+    started = subprocess.run(
+        ["sh", "-c", "sleep 0.5 & echo $!"], capture_output=True, text=True, check=True
+    )
+    orphan = int(started.stdout)
+    procs = orphans._scan()
+    assert procs[orphan][1] == os.getpid(), procs  # reparented to us
+    assert 1 not in procs and os.getppid() not in procs, sorted(procs)
+    assert all(_descends_from_us(pid) for pid in procs), procs
+    assert orphans._dying(procs, since, own=0)
+    deadline = time.monotonic() + 20
+    while procs.get(orphan, (b"",))[0] != b"Z":  # exited, not reaped: our zombie
+        assert time.monotonic() < deadline, procs.get(orphan)
+        time.sleep(0.05)
+        procs = orphans._scan()
+    assert orphans.reap_orphans() >= 1
+    assert not os.path.exists(f"/proc/{orphan}")
+    assert orphan not in orphans._scan()
+
+
+def _descends_from_us(pid: int) -> bool:
+    me = os.getpid()
+    while pid not in (0, 1, me):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except FileNotFoundError:
+            return True  # gone meanwhile: nothing left to check
+    return pid == me

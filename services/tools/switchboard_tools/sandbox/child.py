@@ -1,159 +1,102 @@
 """One sandboxed child: launched in its own session / process group with stdout+stderr merged
 into a pipe we own, its output pumped into a buffer, and the whole group killed when it ends,
-times out, is killed, or the caller is cancelled. Also the reaping of orphans the sandboxes
-leave behind (this process is their subreaper)."""
+times out, is killed, or the caller is cancelled. The reaping of the orphans the sandboxes leave
+behind (this process is their subreaper) is in :mod:`.orphans`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from switchboard_tools.output import Output, RingOutput
+from switchboard_tools.sandbox import pidfd
 from switchboard_tools.sandbox.coalesce import call_coalesced
+from switchboard_tools.sandbox.orphans import ACTIVE as _ACTIVE
+from switchboard_tools.sandbox.orphans import (
+    LAUNCHING,
+    become_subreaper,
+    boot_ticks,
+    reap_orphans,
+    reap_until_settled,
+)
 from switchboard_tools.sandbox.spawn import (
     LaunchFailed,
     SpawnOptions,
+    dying_with_parent,
     kill_group,
     with_parent_death_signal,
 )
 
+__all__ = [
+    "Child",
+    "LaunchFailed",
+    "SpawnOptions",
+    "become_subreaper",
+    "dying_with_parent",
+    "forget_piped",
+    "kill_group",
+    "reap_orphans",
+    "start_piped",
+    "with_parent_death_signal",
+]
+
 _READ_CHUNK = 64 * 1024
-_PR_SET_CHILD_SUBREAPER = 36
-# Children this module started and still waits for (asyncio's watcher reaps those); a pid
-# leaves once reaped (pids wrap: a stale one would hide a later zombie given the same pid).
-_ACTIVE: set[int] = set()
 _FORGETTING: set[asyncio.Task[None]] = set()  # see _forget_when_reaped
-# Launches in flight: their child exists before its pid is known, so no reaping meanwhile
-# (a quick command could be a zombie already, and reaping it would steal asyncio's status).
-_LAUNCHING = 0
 # When orphans are reaped again after a call finishes, whatever :func:`reap_until_settled`
 # judges still to be dying.
 _REAP_DELAYS_S = (0.2, 1.0, 3.0, 6.0, 10.0)
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of orphans its sandboxes leave (bubblewrap's pid-1 helper,
-    processes of a killed group), so they are reaped by :func:`reap_orphans` instead of piling
-    up as zombies that count against the sandbox uid's process limit."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
+class _Process(Protocol):
+    """A started child as :class:`Child` uses it (an asyncio one, or a :mod:`.pidfd` one)."""
 
+    @property
+    def pid(self) -> int: ...
 
-def reap_orphans() -> int:
-    """Reap zombie children that are not ours to await (orphans reparented to us)."""
-    return _reap(_scan())
+    @property
+    def returncode(self) -> int | None: ...
 
-
-# How often orphans still dying are looked at again, and for how long at most.
-_SETTLE_POLL_S = 0.5
-_SETTLE_MAX_S = 120.0
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def boot_ticks() -> int:
-    """Now, in the clock ticks since boot that /proc/<pid>/stat gives a process's start in."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
-
-
-def _scan() -> dict[int, tuple[bytes, int, int]]:
-    """Every process: pid -> (state, parent pid, start in boot ticks)."""
-    procs: dict[int, tuple[bytes, int, int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return procs
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        procs[int(entry)] = (fields[0], int(fields[1]), int(fields[19]))
-    return procs
-
-
-def _reap(procs: dict[int, tuple[bytes, int, int]]) -> int:
-    if _LAUNCHING:
-        return 0  # a later call (they are scheduled after every finish) catches up
-    me = os.getpid()
-    reaped = 0
-    for pid, (state, ppid, _) in procs.items():
-        if state == b"Z" and ppid == me and pid not in _ACTIVE:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-                reaped += 1
-    return reaped
-
-
-def _dying(procs: dict[int, tuple[bytes, int, int]], since: int, own: int) -> bool:
-    """Is a process started at or after ``since`` still below this one, outside the children
-    someone awaits? Such a process (say bubblewrap's pid-1 helper, tearing down its namespace
-    after a kill) becomes a zombie of ours later: on a loaded host, many seconds later. A
-    zombie counts too (one more look confirms it was reaped). ``own``: the call's own child,
-    whose processes count even while it is awaited."""
-    me = os.getpid()
-    for pid, (_, ppid, start) in procs.items():
-        if start < since or (pid in _ACTIVE and pid != own):
-            continue
-        seen = 0
-        while ppid not in (me, 0, 1) and (ppid == own or ppid not in _ACTIVE) and seen < 64:
-            ppid = procs[ppid][1] if ppid in procs else 0
-            seen += 1
-        if ppid == me:
-            return True
-    return False
-
-
-def reap_until_settled(since: int, own: int, until: float | None = None) -> None:
-    """Reap orphans now and again every :data:`_SETTLE_POLL_S` while processes started since
-    ``since`` (a finished call's, whose child is ``own``) are still dying below us, for at
-    most :data:`_SETTLE_MAX_S`."""
-    procs = _scan()
-    _reap(procs)
-    loop = asyncio.get_running_loop()
-    until = loop.time() + _SETTLE_MAX_S if until is None else until
-    if loop.time() < until and (_LAUNCHING or _dying(procs, since, own)):
-        loop.call_later(_SETTLE_POLL_S, reap_until_settled, since, own, until)
+    async def wait(self) -> int: ...
 
 
 async def _launch(
     argv: list[str], cwd: Path, env: Mapping[str, str], options: SpawnOptions
-) -> tuple[asyncio.subprocess.Process, int]:
-    """Start ``argv`` writing stdout+stderr into a pipe; return the process and the read end."""
+) -> tuple[_Process, int]:
+    """Start ``argv`` writing stdout+stderr into a pipe; return the process and the read end.
+    Started by :mod:`.pidfd` where pidfds work (no fork of this process, no thread per child),
+    else by asyncio."""
     # Our own pipe rather than stdout=PIPE: asyncio's Process.wait() would otherwise wait
     # for the pipe to close, which a leftover grandchild can delay forever.
-    global _LAUNCHING
     read_fd, write_fd = os.pipe()
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"preexec_fn": options.preexec}
     if options.user is not None:
         extra.update(user=options.user, group=options.group, extra_groups=[])
-    _LAUNCHING += 1
+    LAUNCHING.count += 1
+    proc: _Process
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=tuple(options.pass_fds),
-            preexec_fn=options.preexec,
-            **extra,
-        )
+        if pidfd.available():
+            proc = pidfd.start(
+                argv, cwd=cwd, env=env, stdout=write_fd, pass_fds=options.pass_fds, extra=extra
+            )
+        else:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(cwd),
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=tuple(options.pass_fds),
+                **extra,
+            )
     except OSError as exc:
         os.close(read_fd)
         if exc.filename == str(cwd) or exc.errno not in (errno.ENOENT, errno.EACCES):
@@ -166,7 +109,7 @@ async def _launch(
         raise
     finally:
         os.close(write_fd)
-        _LAUNCHING -= 1
+        LAUNCHING.count -= 1
     _ACTIVE.add(proc.pid)  # before any await: from here on reap_orphans leaves it alone
     return proc, read_fd
 
@@ -178,8 +121,7 @@ async def start_piped(
     executor dies (for servers that talk over their stdio, see
     :meth:`~switchboard_tools.sandbox.layered.LayeredSandbox.spawn_piped`). Lines up to
     16 MiB can be read from its stdout."""
-    global _LAUNCHING
-    _LAUNCHING += 1
+    LAUNCHING.count += 1
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -191,17 +133,18 @@ async def start_piped(
             start_new_session=True,
             close_fds=True,
             pass_fds=tuple(options.pass_fds),
-            preexec_fn=with_parent_death_signal(options.preexec),
+            preexec_fn=dying_with_parent(options).preexec,
             limit=16 * 1024 * 1024,
         )
     finally:
-        _LAUNCHING -= 1
+        LAUNCHING.count -= 1
     _ACTIVE.add(proc.pid)  # asyncio reaps it; reap_orphans must not
     return proc
 
 
-def _forget_when_reaped(proc: asyncio.subprocess.Process) -> None:
-    """Take ``proc``'s pid out of :data:`_ACTIVE` once asyncio's watcher has reaped it."""
+def _forget_when_reaped(proc: _Process) -> None:
+    """Take ``proc``'s pid out of :data:`_ACTIVE` once it has been reaped (by asyncio's
+    watcher or :mod:`.pidfd`)."""
 
     async def wait() -> None:
         with contextlib.suppress(Exception):
@@ -224,7 +167,7 @@ class Child:
 
     def __init__(
         self,
-        proc: asyncio.subprocess.Process,
+        proc: _Process,
         sink: Output | RingOutput,
         started: float,
         born: int,
@@ -360,7 +303,7 @@ class Child:
                 self._pipe.close()
             if not self.waiter.done():
                 self.waiter.cancel()  # still dying after the kill: its pid leaves _ACTIVE
-                _forget_when_reaped(self._proc)  # once asyncio has reaped it
+                _forget_when_reaped(self._proc)  # once it has been reaped
             else:
                 _ACTIVE.discard(self.pgid)
             # Killed leftovers become zombies a moment later, later still on a loaded host

@@ -3,12 +3,13 @@
 event loop whose window it falls in. A new run is scheduled at the late end of its window, so the
 requests that follow within ``SLACK * delay`` join it.
 
-Why: every finished sandboxed call asks for orphan reaps at fixed delays (0.2 s to 10 s), and
-each reap reads ``/proc/<pid>/stat`` of every process on the host (2.6 ms of CPU measured per
-scan with 82 processes). At several calls per second those timers -- five per call -- were most
-of the executor's own CPU per call, while one scan a little later serves all the calls that
-finished close together. A run never happens earlier than asked, at most ``SLACK`` of the delay
-later, so an orphan is still reaped within a bound proportional to the delay it was asked at.
+Why: every finished sandboxed call asks for orphan reaps at fixed delays (0.2 s to 10 s). Each
+reap read ``/proc/<pid>/stat`` of every process on the host then (2.6 ms of CPU measured per
+scan with 82 processes; it reads only this process's children now, see :mod:`.orphans`), and at
+several calls per second those timers -- five per call -- were most of the executor's own CPU
+per call, while one reap a little later serves all the calls that finished close together. A
+run never happens earlier than asked, at most ``SLACK`` of the delay later, so an orphan is
+still reaped within a bound proportional to the delay it was asked at.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from switchboard_tools.sandbox.bootstrap import inner_source
 from switchboard_tools.sandbox.bwrap import bwrap_argv
 from switchboard_tools.sandbox.cgroups import CallCgroup, Cgroups, discard
 from switchboard_tools.sandbox.child import Child, SpawnOptions
-from switchboard_tools.sandbox.process import minimal_env
+from switchboard_tools.sandbox.process import OuterLimits, minimal_env
 from switchboard_tools.sandbox.profile import SandboxProfile, SandboxUnavailable
 
 INNER_SOURCE = inner_source()
@@ -89,7 +89,7 @@ def prepare_launch(
     bwrap: str | None,
     seccomp: bool,
     landlock: bool,
-    uid: int | None,
+    outer: OuterLimits,
     preexec: Callable[[int, CallCgroup | None], None],
     cgroups: Cgroups | None,
     host_ns: dict[str, int],
@@ -98,18 +98,24 @@ def prepare_launch(
     tmp_size_bytes: int,
     read_paths: Sequence[str] = (),
     native: str | None = None,
+    parent_death: bool = False,
 ) -> Launch:
     """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
     runs the inner wrapper -- or ``native``, the compiled one, does the same from the same
     configuration -- ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
     ``landlock`` say whether the wrapper applies them, ``cgroups`` (``None``: none) where the
-    call's cgroup is made. ``uid``: the uid/gid the command runs as (``None``: keep the
-    executor's), dropped by ``preexec(cpu_seconds, cgroup)``, which runs between fork and exec.
+    call's cgroup is made. ``outer``: the rlimits and the uid the command runs as, set with the
+    cgroup entry and ``no_new_privs`` before the first program runs: by ``preexec(cpu_seconds,
+    cgroup)`` between fork and exec under the Python wrapper, by the compiled wrapper's first
+    stage under ``native`` (no ``preexec_fn``: the executor is not forked, see :mod:`.native`).
+    ``parent_death``: that stage also sets the parent-death signal (a long-running child; the
+    Python wrapper's calls get it from :func:`~.spawn.dying_with_parent`).
     ``host_ns``/``host_net``: the executor's namespace inodes, ``nproc``: its process limit, both
     handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``;
     ``read_paths``: further paths the command may read (bound read-only, allowed by Landlock)."""
     use_ns = bwrap is not None
-    hand_workspace_over(workspace, uid, use_ns)
+    hand_workspace_over(workspace, outer.uid, use_ns)
+    cpu_seconds = max(1, math.ceil(timeout_s) + 1)
     report_r, report_w = os.pipe()
     launch = Launch([], {}, SpawnOptions(), [report_w], report_r, profile, use_ns)
     launch.wrapper = "python" if native is None else "native"
@@ -144,7 +150,7 @@ def prepare_launch(
         if native is not None:
             # Imported here: `python -m switchboard_tools.sandbox.native` (make install) must
             # not find the module imported already by this package's __init__.
-            from switchboard_tools.sandbox.native import wrapper_args
+            from switchboard_tools.sandbox.native import outer_args, wrapper_args
 
             command = [native, *wrapper_args(cfg, argv)]
         else:
@@ -165,19 +171,31 @@ def prepare_launch(
                 read_paths=read_paths if native is None else [*read_paths, native],
             )
             command = prefix + command
+        if native is not None:
+            cgroup_fds = launch.cgroup.fds if launch.cgroup is not None else []
+            first = outer_args(
+                outer.rlimits(cpu_seconds),
+                cgroup_fds=cgroup_fds,
+                uid=outer.uid,
+                parent_pid=os.getpid() if parent_death else None,
+            )
+            command = [native, *first, "--", *command]
+            launch.options = SpawnOptions(
+                pass_fds=(*launch.fds, *cgroup_fds), sets_parent_death_signal=parent_death
+            )
     except BaseException:
         launch.close_fds()
         launch.release_cgroup()
         os.close(report_r)
         raise
-    cpu_seconds = max(1, math.ceil(timeout_s) + 1)
     launch.command = command
     cgroup = launch.cgroup
-    # The uid is dropped by preexec itself, after the cgroup is entered (not by subprocess,
-    # which would drop it before preexec runs).
-    launch.options = SpawnOptions(
-        preexec=lambda: preexec(cpu_seconds, cgroup), pass_fds=tuple(launch.fds)
-    )
+    if native is None:
+        # The uid is dropped by preexec itself, after the cgroup is entered (not by
+        # subprocess, which would drop it before preexec runs).
+        launch.options = SpawnOptions(
+            preexec=lambda: preexec(cpu_seconds, cgroup), pass_fds=tuple(launch.fds)
+        )
     extra_env = {"TMPDIR": "/tmp"} if use_ns else {}
     launch.env = minimal_env(cwd, {**extra_env, **(env or {})})
     return launch

@@ -35,7 +35,7 @@ from switchboard_tools.sandbox.launch import (
     release_when_finished,
 )
 from switchboard_tools.sandbox.layers import Layers, refusal
-from switchboard_tools.sandbox.process import outer_preexec
+from switchboard_tools.sandbox.process import OuterLimits, outer_preexec
 from switchboard_tools.sandbox.profile import DEFAULT_PROFILE, SandboxProfile, SandboxUnavailable
 from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, spawn_background
 
@@ -135,8 +135,10 @@ class LayeredSandbox:
         workspace: Path | None,
         layers: Mapping[str, bool] | None,
         read_paths: Sequence[str] = (),
+        parent_death: bool = False,
     ) -> Launch:
-        """Check ``profile`` against what is available and build the wrapped command line."""
+        """Check ``profile`` against what is available and build the wrapped command line
+        (``parent_death``: for a long-running child, killed if the executor dies)."""
         if not argv:
             raise ValueError("empty argv")
         profile = profile or self.default_profile
@@ -159,7 +161,7 @@ class LayeredSandbox:
             bwrap=self.layers.bwrap if use["namespaces"] else None,
             seccomp=bool(use["seccomp"]),
             landlock=bool(use["landlock"]),
-            uid=self.drop_uid,
+            outer=self.outer_limits(),
             preexec=self.preexec,
             cgroups=self.layers.cgroups if use["cgroup"] else None,
             host_ns=self.host_ns,
@@ -167,6 +169,7 @@ class LayeredSandbox:
             nproc=self.nproc,
             tmp_size_bytes=self.tmp_size_bytes,
             read_paths=read_paths,
+            parent_death=parent_death,
         )
 
     def _attest(
@@ -181,17 +184,19 @@ class LayeredSandbox:
             host_uid=self.run_uid,
         )
 
-    def preexec(self, cpu_seconds: int, cgroup: CallCgroup | None = None) -> None:
-        # Between fork and exec: see switchboard_tools.sandbox.process.outer_preexec.
-        outer_preexec(
-            cpu_seconds,
-            cgroup=cgroup,
+    def outer_limits(self) -> OuterLimits:
+        """The rlimits and uid every call gets before its first program runs."""
+        return OuterLimits(
             fsize_bytes=self.fsize_bytes,
             nofile=self.nofile,
             address_space_bytes=self.address_space_bytes,
             uid=self.drop_uid,
-            prctl=self._prctl,
         )
+
+    def preexec(self, cpu_seconds: int, cgroup: CallCgroup | None = None) -> None:
+        # Between fork and exec (the Python wrapper's calls only; the compiled wrapper's first
+        # stage does the same): see switchboard_tools.sandbox.process.outer_preexec.
+        outer_preexec(cpu_seconds, cgroup=cgroup, limits=self.outer_limits(), prctl=self._prctl)
 
     async def run(
         self,
@@ -266,6 +271,7 @@ class LayeredSandbox:
             profile=profile,
             workspace=workspace,
             layers=None,
+            parent_death=True,
         )
         child = await _start(
             launch,
@@ -318,6 +324,7 @@ class LayeredSandbox:
             workspace=cwd,
             layers=None,
             read_paths=read_paths,
+            parent_death=True,
         )
         proc = await _start(
             launch, start_piped(launch.command, cwd=cwd, env=launch.env, options=launch.options)

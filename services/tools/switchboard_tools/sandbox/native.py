@@ -11,6 +11,12 @@ passes (``SB_SANDBOX_WRAPPER``, see :mod:`.settings`), else the Python wrapper.
 
 It takes its configuration as one ``KEY=VALUE`` argument per setting (:func:`wrapper_args`)
 rather than JSON: a C program then needs no JSON parser, and nothing needs unquoting.
+
+It also has a first stage, ``sandbox-wrapper outer ... -- bwrap ...`` (``wrapper_outer.c``,
+:func:`outer_args`): the cgroup entry, rlimits, uid drop, ``no_new_privs`` and parent-death
+signal that the Python wrapper's calls get from a ``preexec_fn``
+(:func:`~switchboard_tools.sandbox.process.outer_preexec`). Without a ``preexec_fn`` the
+executor starts the call with ``vfork`` rather than a ``fork`` of its whole address space.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-SOURCES = ("wrapper.c", "wrapper_seccomp.c", "wrapper_report.c")
+SOURCES = ("wrapper.c", "wrapper_outer.c", "wrapper_seccomp.c", "wrapper_report.c")
 HEADERS = ("wrapper.h", "wrapper_report.h")
 NAME = "sandbox-wrapper"
 _CFLAGS = ("-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-D_FORTIFY_SOURCE=2")
@@ -113,6 +119,26 @@ def wrapper_args(cfg: Mapping[str, Any], argv: Sequence[str]) -> list[str]:
     if cfg.get("nproc"):
         args.append(f"nproc={int(cfg['nproc'])}")
     return [*args, "--", *argv]
+
+
+def outer_args(
+    rlimits: Sequence[tuple[str, int, int]],
+    *,
+    cgroup_fds: Sequence[int],
+    uid: int | None,
+    parent_pid: int | None,
+) -> list[str]:
+    """The first stage's settings (before its ``--``): ``rlimits`` as ``(name, resource,
+    value)`` in the order to lower them (see :meth:`.process.OuterLimits.rlimits`),
+    ``cgroup_fds`` the call's ``cgroup.procs`` opened for writing, ``uid`` the uid to drop to
+    (``None``: keep it), ``parent_pid`` the executor's pid when the child must die with it."""
+    args = ["outer", *(f"cgroup_fd={int(fd)}" for fd in cgroup_fds)]
+    args += [f"rlimit={name}:{int(value)}" for name, _, value in rlimits]
+    if uid is not None:
+        args.append(f"uid={int(uid)}")
+    if parent_pid is not None:
+        args.append(f"pdeathsig={int(parent_pid)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

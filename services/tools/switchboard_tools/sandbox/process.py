@@ -9,6 +9,7 @@ import os
 import resource
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,8 +19,10 @@ from switchboard_tools.sandbox.runner import ProcessResult, spawn_and_collect, s
 
 __all__ = [
     "SANDBOX_PATH",
+    "OuterLimits",
     "ProcessSandbox",
     "drop_privileges",
+    "load_prctl",
     "lower_limit",
     "minimal_env",
     "outer_preexec",
@@ -67,33 +70,46 @@ class _Enterable(Protocol):
     def enter(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class OuterLimits:
+    """The limits and uid a sandboxed call gets before its first program runs: set by
+    :func:`outer_preexec` (Python wrapper) or by the compiled wrapper's first stage, from the
+    same :meth:`rlimits`."""
+
+    fsize_bytes: int
+    nofile: int
+    address_space_bytes: int | None
+    uid: int | None  # None: keep the executor's
+
+    def rlimits(self, cpu_seconds: int) -> list[tuple[str, int, int]]:
+        """``(name, resource, value)`` in the order they are lowered."""
+        limits = [
+            ("cpu", resource.RLIMIT_CPU, cpu_seconds),
+            ("fsize", resource.RLIMIT_FSIZE, self.fsize_bytes),
+            ("nofile", resource.RLIMIT_NOFILE, self.nofile),
+            ("core", resource.RLIMIT_CORE, 0),
+        ]
+        if self.address_space_bytes is not None:
+            limits.append(("as", resource.RLIMIT_AS, self.address_space_bytes))
+        return limits
+
+
 def outer_preexec(
-    cpu_seconds: int,
-    *,
-    cgroup: _Enterable | None,
-    fsize_bytes: int,
-    nofile: int,
-    address_space_bytes: int | None,
-    uid: int | None,
-    prctl: Any,
+    cpu_seconds: int, *, cgroup: _Enterable | None, limits: OuterLimits, prctl: Any
 ) -> None:
     """The outer layers a child sets on itself between fork and exec (plain system calls
     only): its cgroup (entered while still root: the sandbox uid may not write cgroup files),
     rlimits, the uid drop, then ``no_new_privs``."""
     if cgroup is not None:
         cgroup.enter()
-    lower_limit(resource.RLIMIT_CPU, cpu_seconds)
-    lower_limit(resource.RLIMIT_FSIZE, fsize_bytes)
-    lower_limit(resource.RLIMIT_NOFILE, nofile)
-    lower_limit(resource.RLIMIT_CORE, 0)
-    if address_space_bytes is not None:
-        lower_limit(resource.RLIMIT_AS, address_space_bytes)
-    if uid is not None:
-        drop_privileges(uid)
+    for _, which, value in limits.rlimits(cpu_seconds):
+        lower_limit(which, value)
+    if limits.uid is not None:
+        drop_privileges(limits.uid)
     set_no_new_privs(prctl)
 
 
-def _load_prctl() -> Any:
+def load_prctl() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -133,7 +149,7 @@ class ProcessSandbox:
         self.address_space_bytes = address_space_bytes
         self.exit_grace_s = exit_grace_s
         self.drain_limit_bytes = drain_limit_bytes
-        self._prctl = _load_prctl() if no_new_privs else None
+        self._prctl = load_prctl() if no_new_privs else None
 
     def attestation(self) -> dict[str, Any]:
         rlimits = ["cpu", "fsize", "nofile", "core"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from switchboard_tools.sandbox.child import (
     Child,
     LaunchFailed,
     SpawnOptions,
-    with_parent_death_signal,
+    dying_with_parent,
 )
 
 
@@ -101,7 +101,7 @@ async def spawn_background(
     ``lifetime_s`` (``Child.timed_out``) or once it exits. Its output goes to a ring buffer
     keeping the last ``output_cap`` bytes. It is killed if this process dies. Raises
     :class:`LaunchFailed`."""
-    options = replace(options, preexec=with_parent_death_signal(options.preexec))
+    options = dying_with_parent(options)
     child = await Child.start(argv, cwd=cwd, env=env, options=options, sink=RingOutput(output_cap))
     child.supervisor = asyncio.create_task(child.supervise(lifetime_s, exit_grace_s))
     return child

@@ -9,7 +9,7 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from switchboard_tools.errors import ToolError
 
@@ -23,13 +23,26 @@ def kill_group(pgid: int) -> None:
 
 @dataclass(frozen=True)
 class SpawnOptions:
-    """How to start the child: ``preexec`` runs between fork and exec (after the uid change);
-    ``pass_fds`` stay open in the child; ``user``/``group`` drop to that uid/gid (root only)."""
+    """How to start the child: ``preexec`` runs between fork and exec (after the uid change;
+    without one and without ``user``, Python starts the child with ``vfork``, not a ``fork``
+    of this whole process); ``pass_fds`` stay open in the child; ``user``/``group`` drop to
+    that uid/gid (root only). ``sets_parent_death_signal``: the program started sets the
+    parent-death signal itself (the compiled wrapper's first stage), see
+    :func:`dying_with_parent`."""
 
     preexec: Callable[[], None] | None = None
     pass_fds: Sequence[int] = ()
     user: int | None = None
     group: int | None = None
+    sets_parent_death_signal: bool = False
+
+
+def dying_with_parent(options: SpawnOptions) -> SpawnOptions:
+    """``options`` for a long-running child, killed if the executor dies: unchanged when the
+    program sets the parent-death signal itself, else with it set after ``preexec``."""
+    if options.sets_parent_death_signal:
+        return options
+    return replace(options, preexec=with_parent_death_signal(options.preexec))
 
 
 def with_parent_death_signal(preexec: Callable[[], None] | None) -> Callable[[], None]:

@@ -8,7 +8,11 @@
  * An unknown or malformed setting is refused before anything runs (exit 2, no report), as the
  * Python wrapper fails on a configuration it cannot read. Keys: report_fd=N seccomp=0|1
  * landlock=0|1 network=0|1 ro=PATH rw=PATH rwfd=N dev=PATH require=LAYER require_any=A|B
- * cgroup=CONTROLLER:PATH host_cgroupns=INO ns=KIND:INO host_net=INO nproc=N. */
+ * cgroup=CONTROLLER:PATH host_cgroupns=INO ns=KIND:INO host_net=INO nproc=N.
+ *
+ *   sandbox-wrapper outer KEY=VALUE... -- PROGRAM ARGS...
+ *
+ * is the first stage, run before bubblewrap: see wrapper_outer.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -59,7 +63,7 @@ void sb_error(struct sb_errors *errors, const char *fmt, ...) {
     va_end(args);
 }
 
-static int parse_u64(const char *text, uint64_t *out) {
+int sb_parse_u64(const char *text, uint64_t *out) {
     char *end;
     if (*text < '0' || *text > '9')
         return -1;
@@ -73,7 +77,7 @@ static int parse_u64(const char *text, uint64_t *out) {
 
 static int parse_fd(const char *text, int *out) {
     uint64_t value;
-    if (parse_u64(text, &value) || value > INT32_MAX)
+    if (sb_parse_u64(text, &value) || value > INT32_MAX)
         return -1;
     *out = (int)value;
     return 0;
@@ -145,18 +149,18 @@ static int parse_setting(struct sb_config *cfg, char *arg) {
         const char *kind = cfg->ns[cfg->n_ns].kind;
         if (*kind == '\0' || strspn(kind, "abcdefghijklmnopqrstuvwxyz_") != strlen(kind))
             return -1; /* a name under /proc/self/ns, nothing else */
-        return parse_u64(ino, &cfg->ns[cfg->n_ns++].ino);
+        return sb_parse_u64(ino, &cfg->ns[cfg->n_ns++].ino);
     }
     if (!strcmp(key, "host_cgroupns")) {
         cfg->has_host_cgroupns = 1;
-        return parse_u64(value, &cfg->host_cgroupns);
+        return sb_parse_u64(value, &cfg->host_cgroupns);
     }
     if (!strcmp(key, "host_net")) {
         cfg->has_host_net = 1;
-        return parse_u64(value, &cfg->host_net);
+        return sb_parse_u64(value, &cfg->host_net);
     }
     if (!strcmp(key, "nproc"))
-        return parse_u64(value, &cfg->nproc);
+        return sb_parse_u64(value, &cfg->nproc);
     return -1;
 }
 
@@ -291,6 +295,8 @@ static void say(const char *a, const char *b, const char *c) {
 int main(int argc, char **argv) {
     static struct sb_config cfg = {.report_fd = -1};
     static struct sb_errors errors;
+    if (argc > 1 && strcmp(argv[1], "outer") == 0)
+        return sb_outer_main(argc - 1, argv + 1);
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (parse_setting(&cfg, argv[i]) != 0) {

@@ -6,6 +6,7 @@
 #define SB_WRAPPER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* A growing error list, as inner.py's ``errors``: "landlock: ...", "seccomp: ...". */
 #define SB_MAX_ERRORS 8
@@ -29,5 +30,11 @@ int sb_signals_confined(void);
 /* /proc/<pid>/stat field ``index`` (counted after the command name, 0 = state) into ``out``;
  * 0 on success, -1 if the process is gone or the file is malformed. */
 int sb_stat_field(int pid, int index, char *out, size_t size);
+
+/* A decimal number, digits only, into ``out``: 0, or -1 if malformed or out of range. */
+int sb_parse_u64(const char *text, uint64_t *out);
+
+/* "sandbox-wrapper outer ...": the first stage (wrapper_outer.c). ``argv[0]`` is "outer". */
+int sb_outer_main(int argc, char **argv);
 
 #endif
