@@ -31,7 +31,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-SOURCES = ("wrapper.c", "wrapper_outer.c", "wrapper_seccomp.c", "wrapper_report.c")
+SOURCES = (
+    "wrapper.c",
+    "wrapper_outer.c",
+    "wrapper_seccomp.c",
+    "wrapper_report.c",
+    "wrapper_util.c",
+)
 HEADERS = ("wrapper.h", "wrapper_report.h")
 NAME = "sandbox-wrapper"
 _CFLAGS = ("-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-D_FORTIFY_SOURCE=2")

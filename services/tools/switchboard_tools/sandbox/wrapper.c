@@ -21,7 +21,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,27 +52,6 @@ struct path_beneath {
     uint64_t allowed_access;
     int32_t parent_fd;
 } __attribute__((packed));
-
-void sb_error(struct sb_errors *errors, const char *fmt, ...) {
-    if (errors->count >= SB_MAX_ERRORS)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(errors->text[errors->count++], SB_ERROR_LEN, fmt, args);
-    va_end(args);
-}
-
-int sb_parse_u64(const char *text, uint64_t *out) {
-    char *end;
-    if (*text < '0' || *text > '9')
-        return -1;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || *end != '\0')
-        return -1;
-    *out = value;
-    return 0;
-}
 
 static int parse_fd(const char *text, int *out) {
     uint64_t value;
