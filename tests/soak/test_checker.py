@@ -121,8 +121,9 @@ def test_a_job_that_stops_firing_before_its_removal_or_starts_late_missed_those_
     # Added at 00:00:00 and removed at 00:00:10.5: every slot fired, none missed.
     whole = ("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:10.500+00:00")
     assert check_cron(seen, {"job": 3.0}, [], whole)[0]["job"]["missed_slots"] == 0
-    # Removed at 00:00:24: the slots of 00:12, 00:15, 00:18 and 00:21 never fired.
-    late = ("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:24.000+00:00")
+    # Removed at 00:00:28: the slots of 00:12, 00:15, 00:18 and 00:21 never fired (one due
+    # at 00:00:24, closer to the removal than SLACK_S, might not have fired yet).
+    late = ("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:28.000+00:00")
     cron, evidence = check_cron(seen, {"job": 3.0}, [], late)
     assert cron["job"]["missed_slots"] == 4 and "after 2026-01-01T00:00:09" in evidence[0]
     # Added at 23:59:51: the first slot should have come at 23:59:54.
