@@ -119,13 +119,6 @@ class Fetcher:
         }
         self._limits = limits
         self._ssl_context = ssl_context
-        # httpcore's "timeout" extension, as httpx.Timeout(read, connect=connect).as_dict().
-        self._timeout = {
-            "connect": limits.connect_timeout_s,
-            "read": limits.read_timeout_s,
-            "write": limits.read_timeout_s,
-            "pool": limits.read_timeout_s,
-        }
 
     def _ssl(self) -> ssl.SSLContext:
         return self._ssl_context or default_ssl_context()
@@ -221,7 +214,9 @@ class Fetcher:
         """GET (or ``method``) the pinned addresses in turn until one connects."""
         import httpx
 
-        extensions: dict[str, object] = {"timeout": self._timeout}
+        limits = self._limits
+        timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
+        extensions: dict[str, object] = {"timeout": timeout.as_dict()}
         if target.url.scheme == "https":
             extensions["sni_hostname"] = target.host
         failure: Exception | None = None
