@@ -39,8 +39,8 @@ from typing import Any
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.registry import ToolContext, ToolRegistry
 from switchboard_tools.sandbox import LayeredSandbox, ProcessSandbox, Sandbox, native, probe_layers
-from switchboard_tools.sandbox.child import become_subreaper, reap_orphans
 from switchboard_tools.sandbox.launch import DEV_FILES, INNER_SOURCE, SYSTEM_RO
+from switchboard_tools.sandbox.orphans import become_subreaper, reap_orphans
 from switchboard_tools.sandbox.probe import Wrapper
 from switchboard_tools.workspace import ensure_workspace
 from tests.bench.stats import summarize

@@ -29,7 +29,7 @@ from switchboard_tools.sandbox.cgroup_hierarchy import (
     procs_of,
     write,
 )
-from switchboard_tools.sandbox.child import reap_orphans
+from switchboard_tools.sandbox.orphans import reap_orphans
 
 __all__ = ["CallCgroup", "CgroupLimits", "CgroupUnavailable", "Cgroups", "Hierarchy", "discard"]
 

@@ -20,7 +20,6 @@ from switchboard_tools.sandbox.coalesce import call_coalesced
 from switchboard_tools.sandbox.orphans import ACTIVE as _ACTIVE
 from switchboard_tools.sandbox.orphans import (
     LAUNCHING,
-    become_subreaper,
     boot_ticks,
     reap_orphans,
     reap_until_settled,
@@ -37,11 +36,9 @@ __all__ = [
     "Child",
     "LaunchFailed",
     "SpawnOptions",
-    "become_subreaper",
     "dying_with_parent",
     "forget_piped",
     "kill_group",
-    "reap_orphans",
     "start_piped",
     "with_parent_death_signal",
 ]

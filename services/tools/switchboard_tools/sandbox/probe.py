@@ -16,9 +16,9 @@ from typing import Literal
 
 from switchboard_tools.sandbox import inner
 from switchboard_tools.sandbox.cgroups import CgroupLimits, Cgroups, CgroupUnavailable
-from switchboard_tools.sandbox.child import become_subreaper
 from switchboard_tools.sandbox.layered import LayeredSandbox
 from switchboard_tools.sandbox.layers import Layers
+from switchboard_tools.sandbox.orphans import become_subreaper
 from switchboard_tools.sandbox.profile import OPTIONAL_LAYERS, SandboxProfile, SandboxUnavailable
 
 log = logging.getLogger(__name__)
