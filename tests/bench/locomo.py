@@ -1,6 +1,6 @@
 """LoCoMo (``locomo10.json``) as the memory bench uses it: each conversation's turns with the
 text indexed for them, and the questions with their evidence turns, the data set's known
-annotation defects repaired (see ``../shared/bench/locomo/README.md``)."""
+annotation defects repaired (malformed evidence ids, see :func:`evidence_ids`)."""
 
 from __future__ import annotations
 
