@@ -8,6 +8,7 @@ commands pass it on, the agent trusts it)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -24,18 +25,25 @@ from switchboard.v1 import messages_pb2
 from .chat_commands import ChatCommands
 from .config import RouterSettings
 from .debounce import Debouncer, merge
+from .gaps import Gaps
 from .metrics import REFUSED, ROUTE_SECONDS, ROUTED
-from .ordering import SessionTurns, retrying
+from .ordering import SessionGate, SessionTurns, in_order, retrying
 from .routing import RouteError, resolve
 from .security import AUTHENTICATED_CHANNELS, InboundPolicy
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.router")
+DURABLE = "router"  # the INBOUND consumer the replicas share
+INBOUND_ACK_WAIT_S = 30.0
 
 
 class Router:
     def __init__(
-        self, rt: ServiceRuntime, settings: RouterSettings, security: InboundPolicy
+        self,
+        rt: ServiceRuntime,
+        settings: RouterSettings,
+        security: InboundPolicy,
+        ack_wait_s: float = INBOUND_ACK_WAIT_S,
     ) -> None:
         self.rt = rt
         self.settings = settings
@@ -46,9 +54,65 @@ class Router:
             else None
         )
         self.commands = ChatCommands(rt, settings)  # /approve, /stop...: answered, not queued
-        self.turns = SessionTurns()  # a session's appends in order, across a bus outage
+        self.gate = SessionGate()  # a session's messages wait for its failed one
+        self.turns = SessionTurns(self.gate)  # a session's appends in order, across an outage
+        # Messages handed out but never received (lost in flight when a NATS node died): they
+        # come back after the ack wait; the session's later ones wait for them.
+        self.gaps = Gaps(
+            rt.js, rt.subjects.stream("INBOUND"), DURABLE, self._session_of, ack_wait_s + 5.0
+        )
 
     async def handle(self, msg: Msg, inbound: messages_pb2.InboundMessage) -> None:
+        """One delivery. A failure holds the session's later messages in the router until its
+        redelivery gets through (``ordering``), so that they do not overtake it."""
+        session = self._session_of(inbound)
+        message = inbound_msg_id(inbound.channel, inbound.account, inbound.message_id)
+        work = functools.partial(self._handle, msg, inbound, message)
+        if session is None:
+            await work()
+            return
+        await self._behind_missing(msg, session)
+
+        def held() -> None:
+            log.info(
+                "an earlier message of %s failed; this one waits for its redelivery",
+                session,
+                extra={"session": session, "channel": inbound.channel},
+            )
+            ROUTED.labels(inbound.channel, "held").inc()
+
+        await in_order(self.gate, session, message, work, held)
+
+    async def _behind_missing(self, msg: Msg, session: str) -> None:
+        """Note this delivery's place in the stream; if an older message of its session was
+        handed out but never arrived, the session waits for it (``gaps``)."""
+        if not msg.reply.startswith("$JS.ACK."):
+            return
+        meta = msg.metadata
+        seq = meta.sequence.stream
+        self.gaps.seen(seq, meta.num_delivered == 1)
+        if not self.gaps.open:
+            return
+        missing = await self.gaps.before(seq, session)
+        if missing:
+            oldest = missing[0]
+            log.warning(
+                "an older message of %s was handed out but never arrived (stream sequence %d); "
+                "the session waits for its redelivery",
+                session,
+                oldest.seq,
+                extra={"session": session},
+            )
+            gone = functools.partial(self.gaps.acked, oldest.seq)
+            self.gate.expect(session, oldest.message, self.gaps.forget_s, gone)
+
+    def _session_of(self, inbound: messages_pb2.InboundMessage) -> str | None:
+        try:
+            return resolve(inbound, self.settings.agent_for).session_key
+        except RouteError:
+            return None  # refused later, where it is logged
+
+    async def _handle(self, msg: Msg, inbound: messages_pb2.InboundMessage, holder: str) -> None:
         start = time.perf_counter()
         with tracer.start_as_current_span(
             "router.route", context=extract_context(msg.headers), kind=SpanKind.CONSUMER
@@ -73,7 +137,7 @@ class Router:
                 ROUTED.labels(inbound.channel, "command").inc()
                 return
             if self.debouncer is None or inbound.channel in AUTHENTICATED_CHANNELS:
-                outcome = await self._route(inbound, span)
+                outcome = await self._route(inbound, span, holder)
             else:
                 batch = await self.debouncer.gather(inbound)
                 if batch is None:  # joined another message's batch, which is on the lane now
@@ -83,7 +147,7 @@ class Router:
                     return
                 span.set_attribute("sb.debounce.messages", len(batch.messages))
                 try:
-                    outcome = await self._route(merge(batch.messages), span)
+                    outcome = await self._route(merge(batch.messages), span, holder)
                 except BaseException:
                     batch.finish(False)
                     raise
@@ -95,7 +159,8 @@ class Router:
             ROUTE_SECONDS.observe(time.perf_counter() - start)
         ROUTED.labels(inbound.channel, outcome).inc()
 
-    async def _route(self, inbound: messages_pb2.InboundMessage, span: Span) -> str:
+    async def _route(self, inbound: messages_pb2.InboundMessage, span: Span, holder: str) -> str:
+        """``holder``: the delivery's own message id (``inbound`` may merge several)."""
         try:
             route = resolve(inbound, self.settings.agent_for)
         except RouteError as exc:
@@ -112,7 +177,7 @@ class Router:
         subject = self.rt.subjects.lane(route.agent, session_token(route.session_key))
         msg_id = inbound_msg_id(inbound.channel, inbound.account, inbound.message_id)
         with tracer.start_as_current_span("lane.enqueue", kind=SpanKind.PRODUCER) as lane_span:
-            async with self.turns.turn(route.session_key):
+            async with self.turns.turn(route.session_key, holder):
                 seq = await retrying(
                     lambda: bus.js_publish(self.rt.js, subject, item, msg_id=msg_id),
                     "lane append",

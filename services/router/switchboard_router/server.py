@@ -14,7 +14,7 @@ from .admin import RouterAdminService
 from .config import RouterSettings
 from .pairing import PairingStore
 from .pairing_notice import CodeSender
-from .pipeline import Router
+from .pipeline import DURABLE, INBOUND_ACK_WAIT_S, Router
 from .security import ChannelPolicy
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,12 @@ async def serve(settings: RouterSettings, stop: asyncio.Event) -> None:
         router = Router(rt, settings, ChannelPolicy(settings, pairing, CodeSender(rt)))
         await rt.consume(
             "INBOUND",
-            "router",
+            DURABLE,
             f"{settings.subject_prefix}.inbound.>",
             messages_pb2.InboundMessage,
             router.handle,
             concurrency=settings.concurrency,
+            ack_wait=INBOUND_ACK_WAIT_S,
             track_backlog=False,
         )
         log.info("router ready")
