@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from switchboard import registry
+from switchboard import configfile, registry
 from switchboard.cli.home import Home
 from switchboard.cli.settings import LauncherSettings
 from switchboard.cli.up import runnable
@@ -151,6 +151,29 @@ def check_skills(home: Home, environ: Mapping[str, str]) -> Check:
     return Check("skills", True, f"{len(seen)} skill(s), every requirement met")
 
 
+def check_config(home: Home, environ: Mapping[str, str]) -> Check:
+    """The configuration file: found, valid, what it sets and what the environment overrides
+    (a variable whose value differs from the file's: the file's is not used)."""
+    path = configfile.path_for(home.root)
+    if not path.is_file():
+        return Check("config file", True, f"none at {path}: every setting from the environment")
+    from switchboard.configfile.load import load
+
+    try:
+        loaded = load(path, environ)
+    except configfile.ConfigError as exc:
+        return Check("config file", False, str(exc), "fix it; `switchboard config validate`")
+    overridden = sorted(
+        env
+        for env, value in loaded.environ.items()
+        if any(environ.get(n, value) != value for n in (env, *loaded.settings[env].aliases))
+    )
+    detail = f"{path} is valid; sets {', '.join(sorted(loaded.environ)) or 'nothing'}"
+    if overridden:
+        detail += f"; overridden by the environment: {', '.join(overridden)}"
+    return Check("config file", True, detail)
+
+
 def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
     settings = LauncherSettings.from_environ(environ)
     checks: list[Callable[[], Check]] = [
@@ -160,6 +183,7 @@ def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
         lambda: check_model(ModelSettings.from_environ(environ)),
         check_services,
         lambda: check_skills(home, environ),
+        lambda: check_config(home, environ),
     ]
     return [check() for check in checks]
 

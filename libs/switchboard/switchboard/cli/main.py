@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from switchboard import configfile
 from switchboard.gcdefer import deferred
 
 # Each command and the module (switchboard.cli.<module>) that registers it, in help's order.
@@ -29,7 +31,12 @@ COMMANDS: dict[str, str] = {
     "agent": "agent",
     "sessions": "sessions",
     "security": "security",
+    "config": "config",
 }
+# Commands that read no setting: a refused file does not stop them.
+_NO_FILE = frozenset({"config", "secrets", "version"})
+# Commands that report a refused configuration file themselves instead of stopping on it.
+_REPORT_FILE = frozenset({"doctor"})
 
 
 def package_version() -> str:
@@ -71,8 +78,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    refused = _apply_file(args)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        print("switchboard: fix the file (`switchboard config validate`)", file=sys.stderr)
+        return 2
     code: int = args.func(args)
     return code
+
+
+def _apply_file(args: argparse.Namespace) -> str | None:
+    """``$SB_HOME/switchboard.toml`` into this process's environment, which every command
+    (and the services `up` starts) reads: the one place the file is read. The refusal's
+    text, if it is refused (``doctor`` reports it as one of its checks; ``config`` reads the
+    file itself)."""
+    if args.command in _NO_FILE:
+        return None
+    try:
+        configfile.apply(os.environ, configfile.home_of(getattr(args, "home", None), os.environ))
+    except configfile.ConfigError as exc:
+        return None if args.command in _REPORT_FILE else str(exc)
+    return None
 
 
 if __name__ == "__main__":

@@ -123,6 +123,11 @@ def _intro(total: int, undescribed: int, required: int) -> list[str]:
         " secrets its own settings declare.",
         "- Defaults that depend on the machine are symbolic: `~` is the home directory of the"
         " user that runs the service.",
+        "- The `switchboard` command (`up`, `serve`, `doctor`, the admin commands) also reads"
+        " `$SB_HOME/switchboard.toml`, one key per setting (the field's name, e.g."
+        " `[gateway] http_port = 8080`), under the environment: a variable that is set wins."
+        " See [config-file.md](config-file.md); its JSON Schema is"
+        " [switchboard.schema.json](switchboard.schema.json).",
         "",
         "## Embedded mode (`switchboard up`)",
         "",
