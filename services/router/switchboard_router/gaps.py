@@ -111,7 +111,7 @@ class Gaps:
 
     async def _read(self, seq: int) -> Missing | None:
         try:
-            raw = await self.js.get_msg(self.stream, seq=seq, direct=True)
+            raw = await self.js.get_msg(self.stream, seq=seq)  # INBOUND has no direct gets
         except NotFoundError:
             return None
         try:

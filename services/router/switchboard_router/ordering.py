@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -27,6 +27,7 @@ from switchboard import retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Lend = Callable[[], AbstractAsyncContextManager[None]]
 RETRY_FOR_S = 20.0  # the INBOUND consumer's ack wait is 30 s
 # A failed message holds its session this long after each failure (its redelivery comes after
 # the PullWorker's 1 s NAK delay; on another router replica it may never come back here).
@@ -109,30 +110,45 @@ class SessionGate:
         if hold.users == 0:
             del self._holds[session]
 
-    async def queue(self, session: str, work: Callable[[], Awaitable[T]]) -> T:
+    async def queue(
+        self, session: str, work: Callable[[], Awaitable[T]], lend: Lend | None = None
+    ) -> T:
         """``work()`` once the failed message got through (or its hold ran out) and every
-        message that queued before this one went."""
+        message that queued before this one went. ``lend``: the consumer's slot is lent while
+        this waits (the PullWorker's ``lend_slot``), so the failed message's redelivery can
+        be fetched however many wait."""
         hold = self._holds.get(session)
         if hold is None:  # released and gone meanwhile
             return await work()
         hold.users += 1
         try:
-            async with hold.queue:
-                while not hold.released.is_set():
-                    left = hold.until - self._clock()
-                    if left <= 0:
-                        log.warning("session %s: gave up waiting for a failed message", session)
-                        hold.released.set()
-                        break
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(hold.released.wait(), min(left, RECHECK_S))
-                    if not hold.released.is_set() and hold.gone is not None and await hold.gone():
-                        hold.released.set()
+            async with lend() if lend is not None else contextlib.nullcontext():
+                await hold.queue.acquire()
+                try:
+                    await self._wait(session, hold)
+                except BaseException:
+                    hold.queue.release()
+                    raise
+            try:
                 return await work()
+            finally:
+                hold.queue.release()
         finally:
             hold.users -= 1
             if hold.users == 0 and hold.released.is_set() and self._holds.get(session) is hold:
                 del self._holds[session]
+
+    async def _wait(self, session: str, hold: _Hold) -> None:
+        while not hold.released.is_set():
+            left = hold.until - self._clock()
+            if left <= 0:
+                log.warning("session %s: gave up waiting for an earlier message", session)
+                hold.released.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hold.released.wait(), min(left, RECHECK_S))
+            if not hold.released.is_set() and hold.gone is not None and await hold.gone():
+                hold.released.set()
 
 
 class SessionTurns:
@@ -172,6 +188,7 @@ async def in_order(
     message: str,
     work: Callable[[], Awaitable[None]],
     on_held: Callable[[], None] = lambda: None,
+    lend: Lend | None = None,
 ) -> None:
     """``work()`` for one delivery of ``message``: at once, or (``on_held``) queued behind a
     failed message of its session. Its failure holds the session (the caller's consumer
@@ -183,7 +200,7 @@ async def in_order(
             await work()
         except SessionHeld:
             on_held()
-            await gate.queue(session, work)
+            await gate.queue(session, work, lend)
     except Exception:
         gate.fail(session, message)
         raise

@@ -27,7 +27,7 @@ from .config import RouterSettings
 from .debounce import Debouncer, merge
 from .gaps import Gaps
 from .metrics import REFUSED, ROUTE_SECONDS, ROUTED
-from .ordering import SessionGate, SessionTurns, in_order, retrying
+from .ordering import Lend, SessionGate, SessionTurns, in_order, retrying
 from .routing import RouteError, resolve
 from .security import AUTHENTICATED_CHANNELS, InboundPolicy
 
@@ -55,6 +55,7 @@ class Router:
         )
         self.commands = ChatCommands(rt, settings)  # /approve, /stop...: answered, not queued
         self.gate = SessionGate()  # a session's messages wait for its failed one
+        self.lend: Lend | None = None  # the consumer's lend_slot, set once it consumes
         self.turns = SessionTurns(self.gate)  # a session's appends in order, across an outage
         # Messages handed out but never received (lost in flight when a NATS node died): they
         # come back after the ack wait; the session's later ones wait for them.
@@ -81,7 +82,7 @@ class Router:
             )
             ROUTED.labels(inbound.channel, "held").inc()
 
-        await in_order(self.gate, session, message, work, held)
+        await in_order(self.gate, session, message, work, held, self.lend)
 
     async def _behind_missing(self, msg: Msg, session: str) -> None:
         """Note this delivery's place in the stream; if an older message of its session was

@@ -35,7 +35,7 @@ async def serve(settings: RouterSettings, stop: asyncio.Event) -> None:
             ),
         )
         router = Router(rt, settings, ChannelPolicy(settings, pairing, CodeSender(rt)))
-        await rt.consume(
+        worker = await rt.consume(
             "INBOUND",
             DURABLE,
             f"{settings.subject_prefix}.inbound.>",
@@ -45,5 +45,6 @@ async def serve(settings: RouterSettings, stop: asyncio.Event) -> None:
             ack_wait=INBOUND_ACK_WAIT_S,
             track_backlog=False,
         )
+        router.lend = worker.lend_slot  # a message waiting for an earlier one frees its slot
         log.info("router ready")
         await rt.wait_stopped()

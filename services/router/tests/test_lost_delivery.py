@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from nats.js import JetStreamContext
+from prometheus_client import REGISTRY
 
 from switchboard import bus
 from switchboard.sessions import inbound_msg_id
@@ -19,6 +20,12 @@ from switchboard.v1 import messages_pb2
 from tests.support.streams import stored as stream_messages
 
 from .router_harness import dm, eventually, router
+
+
+def held() -> float:
+    labels = {"channel": "telegram", "outcome": "held"}
+    return REGISTRY.get_sample_value("sb_router_messages_total", labels) or 0.0
+
 
 SUBJECTS = bus.Subjects()
 ENV = {"SB_DM_POLICY": "open", "SB_DEBOUNCE_MS": "1500", "SB_CONCURRENCY": "1"}
@@ -35,6 +42,7 @@ async def publish(js: JetStreamContext, message: messages_pb2.InboundMessage) ->
 
 
 async def test_a_later_message_waits_for_an_older_one_lost_in_flight(nats_url: str) -> None:
+    held_before = held()
     async with router(nats_url, **ENV) as r:
         js = r.js
         await publish(js, dm("telegram", "7", "x1"))  # another session; its debounce: 1.5 s
@@ -57,3 +65,4 @@ async def test_a_later_message_waits_for_an_older_one_lost_in_flight(nats_url: s
         await eventually(lambda: routed({"a1", "a2"}))
         ids = await lane_ids(js)
     assert ids.index("a1") < ids.index("a2")
+    assert held() == held_before + 1  # a2 waited once, not failed and retried
