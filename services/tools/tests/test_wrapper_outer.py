@@ -194,30 +194,29 @@ def test_a_failing_or_unknown_setting_runs_nothing(
 def test_a_native_call_is_started_without_preexec(layered: LayeredSandbox, workspace: Path) -> None:
     """Under the compiled wrapper the executor's child runs no Python between fork and exec
     (so ``subprocess`` uses ``vfork``): the first stage does that work, and gives a
-    long-running child its parent-death signal too."""
+    child, short-lived or not, its parent-death signal too (a ``run`` outlived a SIGKILLed
+    executor when only long-running children had it)."""
     assert layered.layers.wrapper == "native"
-    for background in (False, True):
-        launch = layered._prepare(
-            ["true"],
-            cwd=workspace,
-            timeout_s=5,
-            env=None,
-            profile=None,
-            workspace=None,
-            layers=None,
-            parent_death=background,
-        )
-        try:
-            assert launch.options.preexec is None and launch.options.user is None
-            assert launch.options.sets_parent_death_signal is background
-            assert launch.command[:2] == [layered.layers.native, "outer"]
-            first = launch.command[: launch.command.index("--")]
-            assert any(a.startswith("pdeathsig=") for a in first) is background
-            assert layered.drop_uid is None or f"uid={layered.drop_uid}" in first
-            if launch.cgroup is not None:
-                assert all(f"cgroup_fd={fd}" in first for fd in launch.cgroup.fds)
-                assert set(launch.cgroup.fds) <= set(launch.options.pass_fds)
-        finally:
-            launch.close_fds()
-            os.close(launch.report_r)
-            launch.release_cgroup()  # nothing ever ran in it: removed at once
+    launch = layered._prepare(
+        ["true"],
+        cwd=workspace,
+        timeout_s=5,
+        env=None,
+        profile=None,
+        workspace=None,
+        layers=None,
+    )
+    try:
+        assert launch.options.preexec is None and launch.options.user is None
+        assert launch.options.sets_parent_death_signal
+        assert launch.command[:2] == [layered.layers.native, "outer"]
+        first = launch.command[: launch.command.index("--")]
+        assert f"pdeathsig={os.getpid()}" in first
+        assert layered.drop_uid is None or f"uid={layered.drop_uid}" in first
+        if launch.cgroup is not None:
+            assert all(f"cgroup_fd={fd}" in first for fd in launch.cgroup.fds)
+            assert set(launch.cgroup.fds) <= set(launch.options.pass_fds)
+    finally:
+        launch.close_fds()
+        os.close(launch.report_r)
+        launch.release_cgroup()  # nothing ever ran in it: removed at once

@@ -90,7 +90,7 @@ def prepare_launch(
     seccomp: bool,
     landlock: bool,
     outer: OuterLimits,
-    preexec: Callable[[int, CallCgroup | None], None],
+    preexec: Callable[[int, CallCgroup | None, int], None],
     cgroups: Cgroups | None,
     host_ns: dict[str, int],
     host_net: int,
@@ -98,22 +98,23 @@ def prepare_launch(
     tmp_size_bytes: int,
     read_paths: Sequence[str] = (),
     native: str | None = None,
-    parent_death: bool = False,
 ) -> Launch:
     """Build the wrapped command line of one call under the layers the sandbox chose: ``python``
     runs the inner wrapper -- or ``native``, the compiled one, does the same from the same
     configuration -- ``bwrap`` (``None``: no namespaces) the namespaces, ``seccomp`` and
     ``landlock`` say whether the wrapper applies them, ``cgroups`` (``None``: none) where the
     call's cgroup is made. ``outer``: the rlimits and the uid the command runs as, set with the
-    cgroup entry and ``no_new_privs`` before the first program runs: by ``preexec(cpu_seconds,
-    cgroup)`` between fork and exec under the Python wrapper, by the compiled wrapper's first
-    stage under ``native`` (no ``preexec_fn``: the executor is not forked, see :mod:`.native`).
-    ``parent_death``: that stage also sets the parent-death signal (a long-running child; the
-    Python wrapper's calls get it from :func:`~.spawn.dying_with_parent`).
+    cgroup entry, ``no_new_privs`` and the parent-death signal before the first program runs: by
+    ``preexec(cpu_seconds, cgroup, executor_pid)`` between fork and exec under the Python
+    wrapper, by the compiled wrapper's first stage under ``native`` (no ``preexec_fn``: the
+    executor is not forked, see :mod:`.native`). Every call gets the parent-death signal, not
+    only long-running ones: a ``run`` still going when the executor is SIGKILLed must not
+    outlive it (issue 25).
     ``host_ns``/``host_net``: the executor's namespace inodes, ``nproc``: its process limit, both
     handed to the wrapper's measurement; ``tmp_size_bytes``: the size of the private ``/tmp``;
     ``read_paths``: further paths the command may read (bound read-only, allowed by Landlock)."""
     use_ns = bwrap is not None
+    executor = os.getpid()  # in the child, the parent it must die with
     hand_workspace_over(workspace, outer.uid, use_ns)
     cpu_seconds = max(1, math.ceil(timeout_s) + 1)
     report_r, report_w = os.pipe()
@@ -177,11 +178,11 @@ def prepare_launch(
                 outer.rlimits(cpu_seconds),
                 cgroup_fds=cgroup_fds,
                 uid=outer.uid,
-                parent_pid=os.getpid() if parent_death else None,
+                parent_pid=executor,
             )
             command = [native, *first, "--", *command]
             launch.options = SpawnOptions(
-                pass_fds=(*launch.fds, *cgroup_fds), sets_parent_death_signal=parent_death
+                pass_fds=(*launch.fds, *cgroup_fds), sets_parent_death_signal=True
             )
     except BaseException:
         launch.close_fds()
@@ -194,7 +195,9 @@ def prepare_launch(
         # The uid is dropped by preexec itself, after the cgroup is entered (not by
         # subprocess, which would drop it before preexec runs).
         launch.options = SpawnOptions(
-            preexec=lambda: preexec(cpu_seconds, cgroup), pass_fds=tuple(launch.fds)
+            preexec=lambda: preexec(cpu_seconds, cgroup, executor),
+            pass_fds=tuple(launch.fds),
+            sets_parent_death_signal=True,
         )
     extra_env = {"TMPDIR": "/tmp"} if use_ns else {}
     launch.env = minimal_env(cwd, {**extra_env, **(env or {})})

@@ -135,10 +135,9 @@ class LayeredSandbox:
         workspace: Path | None,
         layers: Mapping[str, bool] | None,
         read_paths: Sequence[str] = (),
-        parent_death: bool = False,
     ) -> Launch:
         """Check ``profile`` against what is available and build the wrapped command line
-        (``parent_death``: for a long-running child, killed if the executor dies)."""
+        (every call's child is killed if the executor dies, see :func:`.launch.prepare_launch`)."""
         if not argv:
             raise ValueError("empty argv")
         profile = profile or self.default_profile
@@ -169,7 +168,6 @@ class LayeredSandbox:
             nproc=self.nproc,
             tmp_size_bytes=self.tmp_size_bytes,
             read_paths=read_paths,
-            parent_death=parent_death,
         )
 
     def _attest(
@@ -193,10 +191,18 @@ class LayeredSandbox:
             uid=self.drop_uid,
         )
 
-    def preexec(self, cpu_seconds: int, cgroup: CallCgroup | None = None) -> None:
+    def preexec(
+        self, cpu_seconds: int, cgroup: CallCgroup | None = None, parent_pid: int | None = None
+    ) -> None:
         # Between fork and exec (the Python wrapper's calls only; the compiled wrapper's first
         # stage does the same): see switchboard_tools.sandbox.process.outer_preexec.
-        outer_preexec(cpu_seconds, cgroup=cgroup, limits=self.outer_limits(), prctl=self._prctl)
+        outer_preexec(
+            cpu_seconds,
+            cgroup=cgroup,
+            limits=self.outer_limits(),
+            prctl=self._prctl,
+            parent_pid=parent_pid,
+        )
 
     async def run(
         self,
@@ -271,7 +277,6 @@ class LayeredSandbox:
             profile=profile,
             workspace=workspace,
             layers=None,
-            parent_death=True,
         )
         child = await _start(
             launch,
@@ -324,7 +329,6 @@ class LayeredSandbox:
             workspace=cwd,
             layers=None,
             read_paths=read_paths,
-            parent_death=True,
         )
         proc = await _start(
             launch, start_piped(launch.command, cwd=cwd, env=launch.env, options=launch.options)

@@ -4,9 +4,11 @@ sandbox uses: the minimal environment, rlimits and ``no_new_privs``."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import math
 import os
 import resource
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,12 +29,14 @@ __all__ = [
     "minimal_env",
     "outer_preexec",
     "set_no_new_privs",
+    "set_parent_death_signal",
 ]
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 _MiB = 1024 * 1024
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 
 
 def minimal_env(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -57,6 +61,16 @@ def set_no_new_privs(prctl: Any) -> None:
     """``prctl(PR_SET_NO_NEW_PRIVS)``, between fork and exec (``prctl`` loaded before)."""
     if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def set_parent_death_signal(prctl: Any, parent_pid: int) -> None:
+    """``PR_SET_PDEATHSIG(SIGKILL)`` between fork and exec (``prctl`` loaded before); a parent
+    other than ``parent_pid`` means it died before the signal was set: nothing may start then
+    (the compiled wrapper's first stage checks the same)."""
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:
+        raise OSError(errno.ESRCH, "the executor is gone")
 
 
 def drop_privileges(uid: int) -> None:
@@ -95,11 +109,17 @@ class OuterLimits:
 
 
 def outer_preexec(
-    cpu_seconds: int, *, cgroup: _Enterable | None, limits: OuterLimits, prctl: Any
+    cpu_seconds: int,
+    *,
+    cgroup: _Enterable | None,
+    limits: OuterLimits,
+    prctl: Any,
+    parent_pid: int | None = None,
 ) -> None:
     """The outer layers a child sets on itself between fork and exec (plain system calls
     only): its cgroup (entered while still root: the sandbox uid may not write cgroup files),
-    rlimits, the uid drop, then ``no_new_privs``."""
+    rlimits, the uid drop, ``no_new_privs``, then -- with ``parent_pid``, the executor's pid --
+    the parent-death signal (last: a change of credentials clears it)."""
     if cgroup is not None:
         cgroup.enter()
     for _, which, value in limits.rlimits(cpu_seconds):
@@ -107,6 +127,8 @@ def outer_preexec(
     if limits.uid is not None:
         drop_privileges(limits.uid)
     set_no_new_privs(prctl)
+    if parent_pid is not None:
+        set_parent_death_signal(prctl, parent_pid)
 
 
 def load_prctl() -> Any:

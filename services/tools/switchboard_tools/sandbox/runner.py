@@ -54,7 +54,8 @@ async def spawn_and_collect(
     """Run ``argv`` to completion and collect its output (see :meth:`Child.start` and
     :meth:`Child.supervise` for the limits). ``on_output`` receives the output as it arrives
     (only what fits in the cap), coalesced by an :class:`OutputStreamer`; every piece has been
-    handed over before this returns."""
+    handed over before this returns. The child is killed if this process dies."""
+    options = dying_with_parent(options)
     started = time.monotonic()
     output = Output(output_cap)
     streamer = OutputStreamer(on_output) if on_output is not None else None
