@@ -35,6 +35,7 @@ LAZY = {
     "numpy": "the memory service's local embedding model (first embedding)",
     "tokenizers": "the memory service's local embedding model (first embedding)",
     "yaml": "the agent's skills (the first SKILL.md read, in a turn): switchboard.skills",
+    "jsonschema": "argument validation: the executor's registry at a tool's first call",
 }
 
 
@@ -86,9 +87,11 @@ def test_an_idle_stack_imports_no_optional_sdk_and_a_turn_brings_the_model_clien
             assert r.status_code == 200, r.text
             assert r.json()["choices"][0]["message"]["content"].startswith("Tool said:")
             deadline = time.monotonic() + 30  # the output is read by a thread: let it catch up
-            while "openai" not in imported(stack) and time.monotonic() < deadline:
+            while not {"openai", "jsonschema"} <= imported(stack) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert "openai" in imported(stack)
+            # The turn's get_time call was validated, by jsonschema imported then.
+            assert "jsonschema" in imported(stack)
         finally:
             left = stop_stack(stack)
         assert left == []

@@ -23,13 +23,14 @@ import switchboard.cli.main
 import switchboard.cli.up
 from switchboard import host, registry
 failed = host.Preload(registry.SERVICES).run()
+modules = sorted(sys.modules)
 from switchboard_gateway.webchat import protocol
 frames = [
     c for c in vars(protocol).values() if isinstance(c, type) and issubclass(c, protocol.Frame)
 ]
 print(json.dumps({
     "failed": failed,
-    "modules": sorted(sys.modules),
+    "modules": modules,
     "frames": len(frames),
     "frames_built": sorted(c.__name__ for c in frames if c.__pydantic_complete__),
 }))
@@ -40,6 +41,13 @@ LATER = {
     "yaml": "the agent's skills: switchboard.skills.parse_skill, at the first SKILL.md read",
     "httpx": "the fetches of the tools, media and scheduler (switchboard.net.fetch, web_search)",
     "rich": "httpx's command line, which httpx imports whenever rich is installed",
+    "jsonschema": "argument validation: a tool's first call (tools' registry, agent's local tools)",
+    "referencing": "jsonschema's, with it",
+}
+# Our modules likewise.
+LATER_OURS = {
+    "switchboard_gateway.webchat.connection": "the first WebChat socket (webchat/route.py)",
+    "switchboard_gateway.webchat.protocol": "the first WebChat socket, through its connection",
 }
 
 
@@ -62,6 +70,9 @@ def test_the_launchers_imports_leave_the_lazy_modules_and_models_for_later() -> 
     top = {name.split(".")[0] for name in modules}
     early = {name: why for name, why in LATER.items() if name in top}
     assert not early, f"imported at start-up: {early}"
-    # The WebSocket chat's frames (defer_build): none built before a chat asks.
+    ours = {name: why for name, why in LATER_OURS.items() if name in modules}
+    assert not ours, f"imported at start-up: {ours}"
+    assert "switchboard_gateway.webchat.route" in modules  # the socket's route is there
+    # The WebSocket chat's frames (defer_build): none built by their import either.
     assert result["frames"] >= 20
     assert result["frames_built"] == []

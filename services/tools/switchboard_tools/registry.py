@@ -16,9 +16,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from jsonschema import Draft202012Validator, ValidationError
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
 
 from switchboard.toolspec import ToolSpec, check_groups
 from switchboard_tools.errors import ArgumentError, ToolError
@@ -134,17 +135,17 @@ class ToolRegistry:
         before they are parsed."""
         self.max_args_bytes = max_args_bytes
         self._tools: dict[str, Tool] = {}
+        # Built at a tool's first call, importing jsonschema then (once per process, 60-100 ms
+        # of CPU): with the schemas' checks that was 7 % of the start-up's instructions
+        # (docs/startup.md, third round). test_registry.py checks the built-in schemas.
         self._validators: dict[str, Draft202012Validator] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"duplicate tool name {tool.name!r}")
-            schema = tool.parameters
-            Draft202012Validator.check_schema(schema)
-            if schema.get("type") != "object":
+            if tool.parameters.get("type") != "object":
                 raise ValueError(f"tool {tool.name!r}: parameters must have type 'object'")
             check_groups(tool.spec())
             self._tools[tool.name] = tool
-            self._validators[tool.name] = Draft202012Validator(schema)
 
     @property
     def names(self) -> list[str]:
@@ -185,7 +186,12 @@ class ToolRegistry:
         args = self._parse_args(name, args_json)
         if isinstance(args, ToolOutput):
             return args
-        errors = list(self._validators[name].iter_errors(args))
+        try:
+            validator = self._validator(name)
+        except Exception:
+            logger.exception("tool %s has an invalid parameters schema", name)
+            return _error(f"Tool {name} failed with an internal error", "internal_error")
+        errors = list(validator.iter_errors(args))
         if errors:
             return _error(
                 f"Invalid arguments for {name}: {format_validation_errors(errors)}",
@@ -225,6 +231,18 @@ class ToolRegistry:
             logger.error("tool %s returned %r instead of a ToolOutput", name, type(output))
             return _error(f"Tool {name} failed with an internal error", "internal_error")
         return output
+
+    def _validator(self, name: str) -> Draft202012Validator:
+        """Tool ``name``'s argument validator; raises jsonschema's ``SchemaError`` if its
+        schema is not a JSON Schema."""
+        validator = self._validators.get(name)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+
+            schema = self._tools[name].parameters
+            Draft202012Validator.check_schema(schema)
+            validator = self._validators[name] = Draft202012Validator(schema)
+        return validator
 
     @staticmethod
     def _parse_args(name: str, args_json: str) -> dict[str, Any] | ToolOutput:

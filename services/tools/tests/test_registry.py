@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from switchboard_tools.a2a_settings import A2ASettings
 from switchboard_tools.builtin import builtin_registry
 from switchboard_tools.errors import ArgumentError, ToolError
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput, ToolRegistry
@@ -108,6 +109,32 @@ async def test_builtin_specs_are_valid_closed_objects() -> None:
         assert spec.description
         assert spec.groups, f"{spec.name} declares no group"
     json.dumps([spec.wire() for spec in specs])
+
+
+async def test_builtin_schemas_are_json_schemas() -> None:
+    """The registry checks a schema at its tool's first call, not at start (docs/startup.md,
+    third round): a broken built-in schema is caught here instead."""
+    from jsonschema import Draft202012Validator
+
+    a2a = A2ASettings(a2a_agents={"peer": {"url": "http://peer"}})  # type: ignore[dict-item]
+    reg = builtin_registry(ProcessSandbox(), a2a=a2a)
+    assert "a2a_delegate" in reg and "process" in reg
+    for spec in reg.specs():
+        Draft202012Validator.check_schema(spec.parameters)
+
+
+async def test_an_invalid_schema_fails_its_calls_only(
+    ctx: ToolContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(Echo):
+        name: ClassVar[str] = "broken"
+        parameters: ClassVar[dict[str, Any]] = {"type": "object", "minProperties": "two"}
+
+    reg = ToolRegistry([Broken(), Echo()])
+    out = await reg.execute("broken", "{}", ctx)
+    assert out.is_error and out.details["error"] == "internal_error"
+    assert "tool broken has an invalid parameters schema" in caplog.text
+    assert await reg.execute("echo", '{"text": "ok"}', ctx) == ToolOutput(content="ok")
 
 
 async def test_a_group_outside_the_vocabulary_is_refused() -> None:

@@ -9,7 +9,6 @@ import json
 import uuid
 
 import grpc
-from jsonschema import Draft202012Validator
 
 from switchboard import trust
 from switchboard.errors import (
@@ -136,6 +135,9 @@ class ToolAccessService(approvals_pb2_grpc.ToolAccessServicer):
         spec = next((s for s in offered if s.name == request.tool), None)
         if spec is None:
             raise NotFound(f"no tool {request.tool!r}", code="unknown_tool")
+        # Imported at the first direct call, not at start (docs/startup.md, third round).
+        from jsonschema import Draft202012Validator
+
         errors = sorted(Draft202012Validator(spec.parameters).iter_errors(args), key=str)
         if errors:
             raise InvalidArgument(

@@ -31,8 +31,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError
-
 from switchboard.errors import PluginError
 from switchboard.plugins import (
     EntryPoints,
@@ -79,6 +77,9 @@ class AgentPluginApi:
         spec = tool.spec
         if not isinstance(spec, ToolSpec) or not TOOL_NAME.fullmatch(spec.name):
             raise PluginError("a tool's spec needs a name of 1-64 of A-Z a-z 0-9 _ -")
+        # Imported by a plugin's tool only: jsonschema is not needed at start otherwise.
+        from jsonschema import Draft202012Validator, SchemaError
+
         try:
             Draft202012Validator.check_schema(spec.parameters)
         except SchemaError:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import connection, page
+from . import page, route
 from .page import PUBLIC_PATHS
 
 router = APIRouter()
 router.include_router(page.router)
-router.include_router(connection.router)
+router.include_router(route.router)
 
 __all__ = ["PUBLIC_PATHS", "router"]

@@ -11,8 +11,7 @@ import contextlib
 import logging
 import uuid
 
-from fastapi import APIRouter, FastAPI, WebSocket
-from prometheus_client import Gauge
+from fastapi import FastAPI, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
@@ -26,10 +25,9 @@ from . import protocol
 from .feed import Attached, FeedHub, Listener
 from .methods import MethodError, Methods, session_key
 from .protocol import ConnectParams, Request, RequestId
+from .route import SOCKETS
 
 log = logging.getLogger(__name__)
-router = APIRouter()
-SOCKETS = Gauge("sb_gateway_webchat_sockets", "WebChat sockets connected")
 GONE = (WebSocketDisconnect, RuntimeError, OSError)  # what sending to a closed socket raises
 
 
@@ -286,8 +284,3 @@ class Connection:
         except MethodError as exc:
             return protocol.error(rid, exc.code, exc.message)
         return protocol.ok(rid, result)
-
-
-@router.websocket("/webchat/ws")
-async def webchat_socket(websocket: WebSocket) -> None:
-    await Connection(websocket).run()
