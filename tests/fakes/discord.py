@@ -9,9 +9,9 @@ interactions as Discord sends them (:class:`DiscordInteractions`)::
         ...
         [edit] = discord.wait_for(lambda d: d.interaction(payload["token"]).original)
 
-Endpoints (under ``/api/v10``): ``POST /channels/{id}/messages`` and ``POST
-/channels/{id}/typing`` (``Authorization: Bot <token>``, else 401 ``{"message": "401:
-Unauthorized", "code": 0}``), ``PATCH /webhooks/{app}/{token}/messages/@original`` and ``POST
+Endpoints (under ``/api/v10``): ``POST /channels/{id}/messages``, ``POST /channels/{id}/typing`` and
+``GET /users/@me`` (``Authorization: Bot <token>``, else 401 ``{"message": "401: Unauthorized",
+"code": 0}``), ``PATCH /webhooks/{app}/{token}/messages/@original`` and ``POST
 /webhooks/{app}/{token}`` (the interaction token is the credential), each as JSON or as
 ``multipart/form-data`` with ``payload_json`` and files ``files[n]`` (kept on the message's
 ``attachments``; ``attachments[].id`` must name a sent file; over 10 MB is 413, 40005). Answers
@@ -100,6 +100,7 @@ class FakeDiscord:
                 Route(hook + "/messages/@original", self._edit_original, methods=["PATCH"]),
                 Route(hook, self._followup, methods=["POST"]),
                 Route("/api/v10/gateway/bot", self._gateway_bot, methods=["GET"]),
+                Route("/api/v10/users/@me", self._me, methods=["GET"]),
                 WebSocketRoute("/gateway/", self.gateway.endpoint),
             ]
         )
@@ -238,6 +239,11 @@ class FakeDiscord:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1}
         body = {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
         return self._answer(request, "gateway", 200, body)
+
+    async def _me(self, request: Request) -> Response:
+        """The bot's user object (the identity call a token is checked with)."""
+        user = {"id": self.bot_id, "username": "switchboard", "discriminator": "0", "bot": True}
+        return self._authorize(request, "me") or self._answer(request, "me", 200, user)
 
     async def _typing(self, request: Request) -> Response:
         denied = self._authorize(request, "typing")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -151,6 +152,58 @@ def check_skills(home: Home, environ: Mapping[str, str]) -> Check:
     return Check("skills", True, f"{len(seen)} skill(s), every requirement met")
 
 
+# The tools executor's own start-up probe (switchboard_tools.sandbox.probe), in a process of its
+# own: it runs commands under each layer and makes its process a subreaper of their orphans.
+_SANDBOX_PROBE = """
+import asyncio, json
+from switchboard_tools.sandbox.settings import ExecSettings
+settings = ExecSettings()
+sandbox = asyncio.run(settings.probe_sandbox())
+missing = sandbox.missing(settings.sandbox_profile())
+print(json.dumps({"status": sandbox.layers.status, "missing": missing,
+                  "require": settings.exec_require}))
+"""
+
+
+def check_sandbox(environ: Mapping[str, str]) -> Check:
+    """Which isolation layers work on this host, as the tools executor finds them at start, and
+    whether they meet SB_EXEC_REQUIRE (else `exec` refuses every command: a warning, as the
+    rest of the assistant works)."""
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", _SANDBOX_PROBE],
+            env=dict(environ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        why = str(getattr(exc, "stderr", "") or exc).strip().splitlines()
+        detail = f"the tools executor's sandbox probe did not run: {why[-1] if why else exc}"
+        return Check("sandbox", False, detail, "make install (from the repo)", warning=True)
+    status: dict[str, str] = found["status"]
+    working = sorted(name for name, state in status.items() if state == "ok")
+    lacking = [
+        f"{name} ({state.removeprefix('unavailable: ')})"
+        for name, state in sorted(status.items())
+        if state != "ok"
+    ]
+    detail = f"working: {', '.join(working) or 'none'}"
+    detail += f"; not available: {'; '.join(lacking)}" if lacking else ""
+    require = found["require"] or "nothing (SB_EXEC_REQUIRE is empty)"
+    if found["missing"]:
+        return Check(
+            "sandbox",
+            False,
+            f"{detail}; commands require {require}: `exec` will refuse them",
+            "install bubblewrap or use a kernel with Landlock (SECURITY.md)",
+            warning=True,
+        )
+    return Check("sandbox", True, f"{detail}; commands require {require}")
+
+
 def check_config(home: Home, environ: Mapping[str, str]) -> Check:
     """The configuration file: found, valid, what it sets and what the environment overrides
     (a variable whose value differs from the file's: the file's is not used)."""
@@ -183,6 +236,7 @@ def run_checks(home: Home, environ: Mapping[str, str]) -> list[Check]:
         lambda: check_model(ModelSettings.from_environ(environ)),
         check_services,
         lambda: check_skills(home, environ),
+        lambda: check_sandbox(environ),
         lambda: check_config(home, environ),
     ]
     return [check() for check in checks]

@@ -32,9 +32,11 @@ COMMANDS: dict[str, str] = {
     "sessions": "sessions",
     "security": "security",
     "config": "config",
+    "onboard": "onboard",
 }
-# Commands that read no setting: a refused file does not stop them.
-_NO_FILE = frozenset({"config", "secrets", "version"})
+# Commands that do not read the file's settings: a refused file does not stop them (onboard
+# writes a new one, from answers and the environment alone).
+_NO_FILE = frozenset({"config", "secrets", "version", "onboard"})
 # Commands that report a refused configuration file themselves instead of stopping on it.
 _REPORT_FILE = frozenset({"doctor"})
 
