@@ -73,23 +73,23 @@ def test_flags_write_a_file_config_validate_accepts(tmp_path: Path, llm: FakeLLM
     with FakeDiscord() as discord:
         token_file = tmp_path / "discord.token"
         token_file.write_text(discord.token + "\n")
-        flags = ("--channel", "discord", "--token-file", str(token_file))
+        flags: tuple[str, ...] = ("--channel", "discord", "--token-file", str(token_file))
         flags += ("--public-key", "ab" * 32, "--owner", "123456789012345678")
         env = {"SB_DISCORD_API_BASE": discord.base_url}
         result = onboard(home, llm, *MODEL, *flags, env=env)
         shown = result.stdout + result.stderr
         assert result.returncode == 0, shown
-        for secret in (KEY, discord.token):
-            assert secret not in shown
+        for value in (KEY, discord.token):
+            assert value not in shown
         text = (home / "switchboard.toml").read_text()
         assert discord.token not in text and KEY not in text
         assert f'discord_application_id = "{discord.bot_id}"' in text  # from users/@me
         assert 'owners = ["discord:123456789012345678"]' in text
         assert 'model = "openai:gpt-4o-mini"' in text
         for name, value in (("openai_api_key", KEY), ("discord_bot_token", discord.token)):
-            secret = home / "secrets" / name
-            assert stat.S_IMODE(secret.stat().st_mode) == 0o600
-            assert secret.read_text().strip() == value
+            stored = home / "secrets" / name
+            assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+            assert stored.read_text().strip() == value
     validated = subprocess.run(
         [str(SCRIPT), "config", "validate", "--home", str(home)],
         env=clean(),
