@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from . import gcdefer, loops, registry
+from . import gcdefer, loops, registry, reloads
 from .errors import SwitchboardError
 from .logs import setup_logging
 from .settings import CommonSettings, Settings, describe
@@ -181,6 +181,7 @@ async def run_service(hosted: Hosted, stop: asyncio.Event) -> None:
     except ValidationError as exc:
         raise HostError(f"{hosted.service.name}: invalid settings: {describe(exc)}") from exc
     hosted.starts += 1
+    reloads.ENVIRON.set(hosted.environ)  # this task's: where a reload starts from
     await serve(settings, stop)
 
 
@@ -274,10 +275,26 @@ def dump_tasks() -> None:
 
 
 async def serve_services(names: Sequence[str], environ: Mapping[str, str]) -> None:
-    """Host the named services until SIGINT/SIGTERM; a failure ends the process."""
+    """Host the named services until SIGINT/SIGTERM; a failure ends the process. With
+    ``SB_CONFIG_FILE``, the file is watched (SIGHUP: checked at once) and what may change
+    without a restart is applied to them (:mod:`switchboard.configfile.reload`)."""
     host = Host([Hosted(registry.get(name), environ) for name in names], restart=False)
     install_signal_handlers(host.stop)
-    await host.run()
+    settings = CommonSettings.from_environ(environ)
+    if settings.config_file is None:
+        await host.run()
+        return
+    from .configfile.reload import Watcher
+
+    watcher = Watcher(
+        settings.config_file, environ, settings.config_from_file, reloads.apply, names
+    )
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, watcher.trigger)
+    watching = asyncio.create_task(watcher.run(), name="config-file")
+    try:
+        await host.run()
+    finally:
+        watching.cancel()
 
 
 def main(names: Sequence[str], environ: Mapping[str, str]) -> int:

@@ -31,7 +31,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from . import backlog, bus, natsauth, rpc, tokens
+from . import backlog, bus, natsauth, reloads, rpc, tokens
 from .errors import ConfigError, DependencyUnavailable, SwitchboardError
 from .host import serving
 from .ops import OpsServer, Readiness
@@ -217,6 +217,13 @@ class ServiceRuntime:
 
         self.stack.push_async_callback(stop)
         return worker
+
+    def on_reload(self, hook: reloads.Hook) -> None:
+        """Call ``hook`` with new settings (of this service's class) when reloadable ones
+        change in the configuration file (:mod:`switchboard.reloads`), until it stops."""
+        unregister = reloads.register(self.name, type(self.settings), hook)
+        if unregister is not None:
+            self.stack.callback(unregister)
 
     async def unless_stopped(self, work: Awaitable[T], what: str) -> T:
         """``work`` (a wait of the start-up, such as for a database that is not up yet),

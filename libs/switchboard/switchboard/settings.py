@@ -180,6 +180,13 @@ class CommonSettings(Settings):
     otel_service_name: str = Field(default="", validation_alias=env_alias("OTEL_SERVICE_NAME"))
     # The event loop (switchboard.loops): auto = uvloop when installed.
     event_loop: EventLoop = EventLoop.AUTO
+    # The configuration file this process watches, applying what changes in it without a restart
+    # (docs/config-file.md); the switchboard command sets it to the file it read, a Kubernetes
+    # deployment to its ConfigMap's mount.
+    config_file: Path | None = None
+    # JSON list of the variables whose values came from SB_CONFIG_FILE (the switchboard command
+    # sets it): the others came from the environment, which wins over the file.
+    config_from_file: list[str] = Field(default_factory=list)
 
     @field_validator("subject_prefix")
     @classmethod

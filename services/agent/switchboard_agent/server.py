@@ -34,6 +34,7 @@ from .outbound.publisher import OutboundPublisher
 from .plugins.hooks import Hooks
 from .plugins.host import load_plugins
 from .providers.failover_config import choose_router
+from .reloading import AgentReload
 from .runs.budget import Accounting
 from .runs.lanes import LaneManager, LaneReader
 from .runs.lease import Leases
@@ -215,6 +216,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             compactor,
         )
         runner.after_commit = subagents.committed
+        rt.on_reload(AgentReload(runner, models, accounting, plugins.providers))
         lease_kv = await rt.js.key_value(rt.subjects.lease_bucket)
         leases = Leases(
             lease_kv,

@@ -63,6 +63,10 @@ class Router:
             rt.js, rt.subjects.stream("INBOUND"), DURABLE, self._session_of, ack_wait_s + 5.0
         )
 
+    def reload(self, settings: RouterSettings) -> None:
+        """New bindings (the configuration file changed), for routing and the chat commands."""
+        self.settings = self.commands.settings = self.commands.sessions.settings = settings
+
     async def handle(self, msg: Msg, inbound: messages_pb2.InboundMessage) -> None:
         """One delivery. A failure holds the session's later messages in the router until its
         redelivery gets through (``ordering``), so that they do not overtake it."""

@@ -139,6 +139,12 @@ class ChannelPolicy:
         self.owners = settings.owner_identities()
         self.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
 
+    def reload(self, settings: RouterSettings) -> None:
+        """New policies, allowlists and owners (the configuration file changed); the rate
+        limiter keeps its buckets (its settings need a restart)."""
+        self.settings = settings
+        self.owners = settings.owner_identities()
+
     async def admit(self, msg: messages_pb2.InboundMessage) -> Admission:
         first_party = trust.channel_role(msg.channel)
         if first_party is not None:

@@ -34,7 +34,14 @@ async def serve(settings: RouterSettings, stop: asyncio.Event) -> None:
                 router_pb2_grpc.add_RouterAdminServicer_to_server, RouterAdminService(pairing)
             ),
         )
-        router = Router(rt, settings, ChannelPolicy(settings, pairing, CodeSender(rt)))
+        policy = ChannelPolicy(settings, pairing, CodeSender(rt))
+        router = Router(rt, settings, policy)
+
+        async def reload(new: RouterSettings) -> None:  # configfile.reload.RELOADABLE's
+            policy.reload(new)
+            router.reload(new)
+
+        rt.on_reload(reload)
         worker = await rt.consume(
             "INBOUND",
             DURABLE,

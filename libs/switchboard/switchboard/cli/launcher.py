@@ -1,11 +1,10 @@
 """The embedded-mode launcher behind ``switchboard up``: the whole system on this machine.
 
-Starts nats-server (JetStream) and PostgreSQL concurrently, starts every service of the registry
-as soon as NATS accepts clients (services that need the database retry their connection
-themselves; its URI is known before PostgreSQL is up), keeps them running, waits for the
-gateway's /readyz and on Ctrl-C/SIGTERM stops everything: services first, then NATS and
-PostgreSQL. The services run inside this process (one runtime each), or with ``processes`` one
-process per service instance, as in Compose and Kubernetes.
+Starts nats-server (JetStream) and PostgreSQL concurrently, and every service of the registry
+once NATS accepts clients (those that need the database retry: its URI is known before
+PostgreSQL is up); keeps them running, waits for the gateway's /readyz, and on Ctrl-C/SIGTERM
+stops the services, then NATS and PostgreSQL. The services run in this process (one runtime
+each), or with ``processes`` one process per service instance, as in Compose and Kubernetes.
 
 NATS is one nats-server (``run/nats.pid``), or with ``nats_cluster`` N (``--nats-cluster``,
 ``SB_NATS_CLUSTER``) a cluster of N nodes on loopback (:mod:`switchboard.natscluster`,
@@ -40,6 +39,7 @@ from switchboard.cli.home import (
     write_pid,
 )
 from switchboard.cli.inprocess import InProcess
+from switchboard.cli.reloading import Reloading
 from switchboard.cli.settings import DEFAULT_HTTP_PORT, EMBEDDED_DEFAULTS, LauncherSettings
 from switchboard.cli.startup import (
     COUNTER_POLL_S,
@@ -112,18 +112,19 @@ class Launcher:
         self._pg_start: asyncio.Future[str] | None = None
         self._preloading: asyncio.Future[list[str]] | None = None
         self._services_log: IO[str] | None = None
+        self.reloading = Reloading(self.environ)  # SIGHUP and SB_CONFIG_FILE's changes
 
     def say(self, message: str) -> None:
         print(f"switchboard: {message}", file=self.err, flush=True)
 
     def run(self) -> int:
-        """Serve until SIGINT/SIGTERM/SIGHUP; the exit code."""
+        """Serve until SIGINT/SIGTERM (SIGHUP: check the configuration file); the exit code."""
         return loops.run(self._serve_with_signals(), self.settings.event_loop)
 
     async def _serve_with_signals(self) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: see Reloading.start
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
@@ -193,6 +194,7 @@ class Launcher:
                 err=self.err,
             )
         await self.supervisor.start()
+        self.reloading.start(self.supervisor)
         return await self._until_stopped(stop, started, token.source)
 
     def _nats_server(self) -> NatsServer | NatsCluster:
@@ -333,9 +335,8 @@ class Launcher:
                     waiting.discard(watch)
                     watch.result()  # nothing to watch; an error propagates
         finally:
-            stopped.cancel()
-            ready.cancel()
-            watch.cancel()
+            for task in (stopped, ready, watch):
+                task.cancel()
 
     def _postgres_started(self) -> None:
         """PostgreSQL is up (or failed: ServerError propagates and stops the launch)."""
@@ -369,10 +370,9 @@ class Launcher:
         return False
 
     async def _shutdown(self) -> None:
-        """Services first (they may still talk to NATS while draining), then NATS and PostgreSQL.
-
-        Every step runs even if an earlier one failed, so nothing is left running.
-        """
+        """Services first (they may still talk to NATS while draining), then NATS and
+        PostgreSQL; every step runs even if an earlier one failed: nothing is left running."""
+        self.reloading.stop()
         if self.supervisor is not None:
             try:
                 await self.supervisor.stop()

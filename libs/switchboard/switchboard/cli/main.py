@@ -97,9 +97,12 @@ def _apply_file(args: argparse.Namespace) -> str | None:
     if args.command in _NO_FILE:
         return None
     try:
-        configfile.apply(os.environ, configfile.home_of(getattr(args, "home", None), os.environ))
+        home = configfile.home_of(getattr(args, "home", None), os.environ)
+        applied = configfile.apply(os.environ, home)
     except configfile.ConfigError as exc:
         return None if args.command in _REPORT_FILE else str(exc)
+    if applied is not None:  # watched for changes by the services (configfile.reload)
+        configfile.hand_down(os.environ, applied)
     return None
 
 

@@ -10,6 +10,7 @@ without a file, a command pays for one ``stat``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +21,23 @@ from switchboard.settings import Settings, default_home
 
 from .errors import ConfigError, Problem
 
-__all__ = ["FILE_NAME", "Applied", "ConfigError", "Problem", "apply", "home_of", "path_for"]
+__all__ = [
+    "FILE_NAME",
+    "Applied",
+    "ConfigError",
+    "Problem",
+    "apply",
+    "hand_down",
+    "home_of",
+    "path_for",
+]
 
 FILE_NAME = "switchboard.toml"
 
 
 class _Where(Settings):
     home: Path = Field(default_factory=default_home)  # SB_HOME
+    config_file: Path | None = None  # SB_CONFIG_FILE: a ConfigMap's mount, say
 
 
 def path_for(home: Path) -> Path:
@@ -47,8 +58,9 @@ class Applied:
 
 def apply(environ: MutableMapping[str, str], home: Path) -> Applied | None:
     """Add the file's settings to ``environ`` where it sets none of their names; None when
-    there is no file. Raises :class:`~.errors.ConfigError` for a file that is refused."""
-    path = path_for(home)
+    there is no file. Raises :class:`~.errors.ConfigError` for a file that is refused. The file
+    is ``SB_CONFIG_FILE`` when that is set, else the one in ``home``."""
+    path = _Where.from_environ(environ).config_file or path_for(home)
     if not path.is_file():
         return None
     from .load import load
@@ -63,3 +75,10 @@ def apply(environ: MutableMapping[str, str], home: Path) -> Applied | None:
             environ[env] = value
             given.append(env)
     return Applied(path, tuple(given), tuple(overridden))
+
+
+def hand_down(environ: MutableMapping[str, str], applied: Applied) -> None:
+    """Tell the processes that read ``environ`` (this one, the services it starts) which file
+    to watch and which of their variables came from it (:mod:`.reload`)."""
+    environ["SB_CONFIG_FILE"] = str(applied.path)
+    environ["SB_CONFIG_FROM_FILE"] = json.dumps(list(applied.set))

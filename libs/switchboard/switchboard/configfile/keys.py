@@ -17,8 +17,8 @@ from switchboard.settings_reference import Setting, Source, collect, sources
 
 TOP = ""  # the section name of the top level
 
-# Not in the file: the file lives in SB_HOME, so it cannot choose it.
-EXCLUDED = frozenset({"SB_HOME"})
+# Not in the file: the file lives in SB_HOME, so it cannot choose it, nor name itself.
+EXCLUDED = frozenset({"SB_HOME", "SB_CONFIG_FILE", "SB_CONFIG_FROM_FILE"})
 
 
 @dataclass(frozen=True)

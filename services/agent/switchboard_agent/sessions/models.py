@@ -41,6 +41,15 @@ class SessionModels:
         if default is not None:
             self._built[self.default_ref] = default
 
+    def replace_default(self, default: Model | None) -> None:
+        """The configured model changed (the configuration file): sessions without a model
+        of their own use ``default`` from their next run; models built for overrides stay."""
+        if self.default is not None:
+            self._built.pop(self.default_ref, None)
+        self.default = default
+        if default is not None:
+            self._built[self.default_ref] = default
+
     @property
     def default_ref(self) -> str:
         return f"{self.default.provider}:{self.default.model}" if self.default else ""
