@@ -73,10 +73,12 @@ class Router:
         session = self._session_of(inbound)
         message = inbound_msg_id(inbound.channel, inbound.account, inbound.message_id)
         work = functools.partial(self._handle, msg, inbound, message)
+        seq = self._note(msg)
         if session is None:
             await work()
             return
-        await self._behind_missing(msg, session)
+        if seq is not None and self.gaps.open:
+            await self._behind_missing(seq, session)
 
         def held() -> None:
             log.info(
@@ -88,16 +90,18 @@ class Router:
 
         await in_order(self.gate, session, message, work, held, self.lend)
 
-    async def _behind_missing(self, msg: Msg, session: str) -> None:
-        """Note this delivery's place in the stream; if an older message of its session was
-        handed out but never arrived, the session waits for it (``gaps``)."""
+    def _note(self, msg: Msg) -> int | None:
+        """This delivery's place in the stream, noted for ``gaps`` (every delivery's, an
+        unroutable one's too: else its sequence would look like a gap)."""
         if not msg.reply.startswith("$JS.ACK."):
-            return
+            return None
         meta = msg.metadata
-        seq = meta.sequence.stream
-        self.gaps.seen(seq, meta.num_delivered == 1)
-        if not self.gaps.open:
-            return
+        self.gaps.seen(meta.sequence.stream, meta.num_delivered == 1)
+        return meta.sequence.stream
+
+    async def _behind_missing(self, seq: int, session: str) -> None:
+        """If an older message of ``session`` was handed out but never arrived, the session
+        waits for it (``gaps``)."""
         missing = await self.gaps.before(seq, session)
         if missing:
             oldest = missing[0]
