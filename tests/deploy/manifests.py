@@ -34,7 +34,13 @@ OBSERVABILITY = {"otel-collector", "jaeger", "prometheus", "grafana"}
 # binary); nothing may wait for them to be healthy.
 NO_HEALTHCHECK = {"otel-collector"}
 # The base's files that belong to no single service.
-BASE_SHARED = {"config.yaml", "workspaces.yaml", "disruption-budgets.yaml", "network-policies.yaml"}
+BASE_SHARED = {
+    "config.yaml",
+    "config-file.yaml",
+    "workspaces.yaml",
+    "disruption-budgets.yaml",
+    "network-policies.yaml",
+}
 KUSTOMIZATIONS = sorted(K8S.rglob("kustomization.yaml"))
 SECRET = "switchboard-secrets"  # the one Secret the base references; overlays provide it
 DEV_OVERLAY = K8S / "overlays" / "dev"

@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 
 from switchboard import natsauth, registry
 from switchboard.cli.secrets_env import env_file
+from switchboard.deploygen import configfile
 from switchboard.deploygen.__main__ import main
 from switchboard.registry import Port, Service
 
@@ -45,10 +46,14 @@ EXAMPLE = Service(
 
 
 def copy_of_the_deployment(tmp_path: Path) -> Path:
-    """docker-compose.yml and k8s/ (all the generator reads and writes) in a scratch root."""
+    """docker-compose.yml, k8s/ and config/ (all the generator reads and writes) in a scratch
+    root."""
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copy(ROOT / "docker-compose.yml", root / "docker-compose.yml")
+    example = root / configfile.EXAMPLE_PATH  # not a person's own config/switchboard.toml
+    example.parent.mkdir()
+    shutil.copy(ROOT / configfile.EXAMPLE_PATH, example)
     shutil.copytree(ROOT / "k8s", root / "k8s", ignore=shutil.ignore_patterns("secrets.env"))
     return root
 

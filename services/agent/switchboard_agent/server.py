@@ -166,6 +166,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             settings.max_tokens,
             accounting,
         )
+        access = ToolAccessService(store, rules, tools, local)
         await rt.serve_grpc(
             settings.agent_grpc_host,
             settings.agent_grpc_port,
@@ -177,10 +178,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,
                 ApprovalsService(approvals, waiter),
             ),
-            rpc.Servicer(
-                approvals_pb2_grpc.add_ToolAccessServicer_to_server,
-                ToolAccessService(store, rules, tools, local),
-            ),
+            rpc.Servicer(approvals_pb2_grpc.add_ToolAccessServicer_to_server, access),
         )
 
         gate = ToolGate(rules, approvals, waiter, settings.approval_timeout_s)
@@ -216,7 +214,8 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             compactor,
         )
         runner.after_commit = subagents.committed
-        rt.on_reload(AgentReload(runner, models, accounting, plugins.providers))
+        ruled = (gate, access, compactor)  # every holder of the tool rules
+        rt.on_reload(AgentReload(runner, models, accounting, plugins.providers, ruled))
         lease_kv = await rt.js.key_value(rt.subjects.lease_bucket)
         leases = Leases(
             lease_kv,

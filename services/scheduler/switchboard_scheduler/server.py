@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from switchboard import registry, rpc
 from switchboard.net.fetch import Fetcher, FetchLimits
@@ -39,6 +40,17 @@ def fetcher(settings: SchedulerSettings) -> Fetcher:
     )
 
 
+def reloader(firing: Firing) -> Callable[[SchedulerSettings], Awaitable[None]]:
+    """The scheduler's hook for a changed configuration file (configfile.reload.RELOADABLE):
+    the quiet hours. Firing reads them at each job, so a job due from now on obeys them."""
+
+    async def reload(new: SchedulerSettings) -> None:
+        firing.quiet = new.quiet_hours
+        log.info("quiet hours reloaded", extra={"quiet_hours": sorted(new.quiet_hours)})
+
+    return reload
+
+
 async def serve(settings: SchedulerSettings, stop: asyncio.Event) -> None:
     async with ServiceRuntime(registry.get("scheduler"), settings, stop) as rt:
         pool = await rt.database(SCHEMA, MIGRATIONS)
@@ -71,6 +83,7 @@ async def serve(settings: SchedulerSettings, stop: asyncio.Event) -> None:
             settings.scheduler_grpc_port,
             rpc.Servicer(scheduler_pb2_grpc.add_SchedulerServicer_to_server, service),
         )
+        rt.on_reload(reloader(firing))
         loop = asyncio.create_task(firing.run(rt.stopping), name="scheduler-firing")
         rt.stack.push_async_callback(finish, loop)
         log.info("scheduler ready", extra={"quiet_hours": sorted(settings.quiet_hours)})

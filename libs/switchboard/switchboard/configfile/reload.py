@@ -27,7 +27,8 @@ POLL_S = 1.0  # how often the file's mtime and size are looked at (one stat)
 
 # The settings applied to running services, by variable; one place (docs/config-file.md lists
 # them). Router: who may talk (policies, allowlists, owners) and where messages go (bindings);
-# agent: the model chain and the budgets.
+# agent: the model chain, the budgets, the tool policies and approval rules; scheduler: quiet
+# hours.
 RELOADABLE: dict[str, str] = {
     "SB_DM_POLICY": "router",
     "SB_GROUP_POLICY": "router",
@@ -42,6 +43,12 @@ RELOADABLE: dict[str, str] = {
     "SB_AGENT_MODELS": "agent",
     "SB_BUDGET": "agent",
     "SB_PRICES": "agent",
+    "SB_TOOL_POLICY": "agent",
+    "SB_AGENT_TOOL_POLICIES": "agent",
+    "SB_SUBAGENT_TOOL_POLICY": "agent",
+    "SB_TOOL_APPROVALS": "agent",
+    "SB_GROUP_TOOL_PROFILE": "agent",
+    "SB_QUIET_HOURS": "scheduler",
 }
 # SB_<CHANNEL>_ALLOW_FROM and the other per-channel variables of the router.
 _CHANNEL = re.compile(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from .. import natsauth
 from ..registry import Service
-from . import overrides
+from . import configfile, overrides
 
 ALL_INTERFACES = "0.0.0.0"
 DATABASE_URL = (
@@ -77,6 +77,7 @@ def service_block(service: Service, services: Sequence[Service]) -> list[str]:
     if service.port("grpc") or service.calls:
         env.append(("SB_SERVICE_TOKEN", required("SB_SERVICE_TOKEN")))
     password = natsauth.password_variable(name)
+    env.append(("SB_CONFIG_FILE", configfile.PATH))
     env += [("SB_NATS_USER", name), ("SB_NATS_PASSWORD", required(password))]
     lines += [f"      {key}: {value}" for key, value in env]
     if "postgres" in service.needs:
@@ -91,11 +92,16 @@ def service_block(service: Service, services: Sequence[Service]) -> list[str]:
         lines.append("    ports:")
         variable = f"SB_{name.upper()}_PORT"
         lines += [f'      - "${{{variable}:-{p.number}}}:{p.number}"' for p in public]
-    if deploy.volumes:
-        lines.append("    volumes:")
-        for volume in deploy.volumes:
-            comment = f"  # {volume.compose_comment}" if volume.compose_comment else ""
-            lines.append(f"      - {volume.compose}:{volume.path}{comment}")
+    lines += [
+        "    volumes:",
+        "      - type: bind  # the directory, not the file: docs/config-file.md",
+        f"        source: {configfile.COMPOSE_DIR}",
+        f"        target: {configfile.MOUNT_DIR}",
+        "        read_only: true",
+    ]
+    for volume in deploy.volumes:
+        comment = f"  # {volume.compose_comment}" if volume.compose_comment else ""
+        lines.append(f"      - {volume.compose}:{volume.path}{comment}")
     lines += [
         "    healthcheck:",
         "      <<: *healthcheck",

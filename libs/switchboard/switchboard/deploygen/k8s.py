@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .. import natsauth
 from ..registry import Service
-from . import overrides
+from . import configfile, overrides
 from .compose import ALL_INTERFACES, callee_env
 
 SECRET = "switchboard-secrets"
@@ -84,6 +84,7 @@ def container_env(service: Service, services: Sequence[Service]) -> list[str]:
         lines += env_secret("SB_SERVICE_TOKEN", "SB_SERVICE_TOKEN")
     if "postgres" in service.needs:
         lines += env_secret("SB_DATABASE_URL", "SB_DATABASE_URL")
+    lines += env_value("SB_CONFIG_FILE", configfile.PATH)
     lines += env_value("SB_NATS_USER", service.name)
     lines += env_secret("SB_NATS_PASSWORD", natsauth.password_variable(service.name))
     for group in deploy.optional_secrets:
@@ -245,6 +246,9 @@ def deployment(service: Service, services: Sequence[Service]) -> list[str]:
         "          volumeMounts:",
         "            - name: tmp",
         "              mountPath: /tmp",
+        f"            - name: {configfile.VOLUME}",
+        f"              mountPath: {configfile.MOUNT_DIR}",
+        "              readOnly: true",
     ]
     read_only = ["              readOnly: true"]
     for volume in deploy.volumes:
@@ -255,6 +259,9 @@ def deployment(service: Service, services: Sequence[Service]) -> list[str]:
         "        - name: tmp",
         "          emptyDir:",
         f"            sizeLimit: {deploy.tmp_size}",
+        f"        - name: {configfile.VOLUME}",
+        "          configMap:",
+        f"            name: {configfile.CONFIGMAP}",
     ]
     for volume in deploy.volumes:
         lines += [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import natsauth, registry
 from ..registry import Service
-from . import compose, k8s, netpol
+from . import compose, configfile, k8s, netpol
 from .regions import Span, fill
 
 BANNER = [
@@ -73,6 +73,8 @@ def outputs(services: Sequence[Service] | None = None) -> dict[str, Render]:
         f"{BASE}/{s.name}.yaml": _whole(k8s.manifest(s, services, BANNER)) for s in services
     }
     files[f"{BASE}/disruption-budgets.yaml"] = _whole(k8s.disruption_budgets(services, BANNER))
+    files[f"{BASE}/config-file.yaml"] = _whole(configfile.configmap())
+    files[configfile.EXAMPLE_PATH] = _whole(configfile.example_file())
     files[natsauth.DEPLOY_CONFIG] = _whole(natsauth.server_config())
     files[COMPOSE] = _blocks(lambda: _compose_spans(services), COMPOSE)
     files[f"{BASE}/network-policies.yaml"] = _blocks(
