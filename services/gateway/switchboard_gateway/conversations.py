@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
 import nats.errors
@@ -112,7 +112,7 @@ class Conversations:
 
     async def converse(
         self, out: Outgoing, timeout_s: float
-    ) -> AsyncIterator[messages_pb2.AgentEvent]:
+    ) -> AsyncGenerator[messages_pb2.AgentEvent, None]:
         """Post ``out`` and yield its run's events up to and including lifecycle end."""
         queue: asyncio.Queue[messages_pb2.AgentEvent] = asyncio.Queue()
 
@@ -126,11 +126,13 @@ class Conversations:
         )
         try:
             await self.post(out)
-            deadline = time.monotonic() + timeout_s
+            deadline = asyncio.get_running_loop().time() + timeout_s
             while True:
-                remaining = deadline - time.monotonic()
                 try:
-                    event = await asyncio.wait_for(queue.get(), max(remaining, 0.001))
+                    # timeout_at, not wait_for: wait_for wraps each get in a task of its own
+                    # (five per turn), timeout_at only schedules the deadline.
+                    async with asyncio.timeout_at(deadline):
+                        event = await queue.get()
                 except TimeoutError as exc:
                     raise ReplyTimeout from exc
                 yield event

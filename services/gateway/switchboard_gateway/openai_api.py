@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Request
@@ -176,29 +177,31 @@ async def chat_completions(
             slot,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    events = conversations.converse(out, settings.reply_timeout_s)
     text: list[str] = []
+    # Closed here, not left to the garbage collector: the loop would close it later in a task
+    # of its own (a cross-thread wake-up), and its subscription would outlive the answer.
     try:
-        async for event in events:
-            if event.stream == "assistant":
-                text.append(event.text)
-            elif event.stream == "lifecycle" and event.phase == "end":
-                return JSONResponse(
-                    {
-                        "id": completion_id,
-                        "object": "chat.completion",
-                        "created": created,
-                        "model": body.model,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": event.text},
-                                "finish_reason": _finish(event.stop_reason),
-                            }
-                        ],
-                        "usage": _usage(event),
-                    }
-                )
+        async with aclosing(conversations.converse(out, settings.reply_timeout_s)) as events:
+            async for event in events:
+                if event.stream == "assistant":
+                    text.append(event.text)
+                elif event.stream == "lifecycle" and event.phase == "end":
+                    return JSONResponse(
+                        {
+                            "id": completion_id,
+                            "object": "chat.completion",
+                            "created": created,
+                            "model": body.model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": event.text},
+                                    "finish_reason": _finish(event.stop_reason),
+                                }
+                            ],
+                            "usage": _usage(event),
+                        }
+                    )
     except ReplyTimeout:
         pass
     raise ApiError(504, "The assistant did not answer in time; the message is queued.")

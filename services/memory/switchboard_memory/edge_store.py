@@ -123,8 +123,15 @@ class EdgeStore:
                     self._shards[agent] = _new_shard(path, dimension)
             return self._shards[agent]
 
+    async def _opened(self, agent: str) -> edge.EdgeShard | None:
+        """The agent's shard, loaded in a thread the first time. Once it is open the lookup
+        stays on the loop: each thread hop is a cross-thread wake-up of the loop, and a turn's
+        upsert made two. A dict read needs no lock; a miss takes the locked path."""
+        shard = self._shards.get(agent)
+        return shard if shard is not None else await asyncio.to_thread(self._open, agent)
+
     async def exists(self, agent: str) -> bool:
-        return await asyncio.to_thread(self._open, agent) is not None
+        return await self._opened(agent) is not None
 
     async def require(self, agent: str) -> str:
         if not await self.exists(agent):
@@ -132,7 +139,7 @@ class EdgeStore:
         return self.collection(agent)
 
     async def _shard(self, agent: str) -> edge.EdgeShard:
-        shard = await asyncio.to_thread(self._open, agent)
+        shard = await self._opened(agent)
         if shard is None:
             raise NotFound(f"no memory collection for agent {agent!r} (nothing stored yet)")
         return shard
@@ -140,7 +147,9 @@ class EdgeStore:
     async def upsert(self, agent: str, dimension: int, entries: Sequence[Entry]) -> None:
         if not entries:
             return
-        shard = await asyncio.to_thread(self._create, agent, dimension)
+        shard = self._shards.get(agent)  # see _opened
+        if shard is None:
+            shard = await asyncio.to_thread(self._create, agent, dimension)
         points = []
         for e in entries:
             vector: dict[str, Any] = {SPARSE: _sparse(e.sparse)}

@@ -123,6 +123,10 @@ async def _dispatch(
             record.run_id, record.session_key, record.agent, turn.origin, turn.standing
         )
         jobs.append(local.run_all(ctx, mine))
-    for ran in await asyncio.gather(*jobs):
+    # One job (the usual case) is awaited in this task: gather would start it in a task of its
+    # own, one loop iteration later, and nats-py writes what was published in an iteration
+    # with one write (the start events and the call then leave together).
+    done = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
+    for ran in done:
         results.extend(ran)
     return results

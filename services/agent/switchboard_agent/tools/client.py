@@ -115,15 +115,13 @@ class ToolDispatcher:
                 if call.name in STREAMING_TOOLS:
                     subs.append(await self._follow(call, on_update))
         workspace = trust.private_workspace(session_key, standing)
+        sent = [
+            self._call(c, pending[c.call_id], run_id, session_key, agent, workspace) for c in calls
+        ]
         try:
-            return list(
-                await asyncio.gather(
-                    *(
-                        self._call(c, pending[c.call_id], run_id, session_key, agent, workspace)
-                        for c in calls
-                    )
-                )
-            )
+            # A single call is awaited here, not in a task of gather's: it is published in the
+            # same loop iteration as the subscription, so both go out in one socket write.
+            return [await sent[0]] if len(sent) == 1 else list(await asyncio.gather(*sent))
         finally:
             for sub in subs:
                 await sub.unsubscribe()
