@@ -103,9 +103,10 @@ def test_a_turns_model_calls_are_counted_in_usage(
 
 
 def test_streaming_chat_with_usage(stack: Stack, client: openai.OpenAI, llm: FakeLLM) -> None:
-    # The model streams slowly enough (50 ms between events) that the agent's delta
-    # coalescing (30 ms) passes the pieces on as they come.
-    llm.stream_delay_s = 0.05
+    # The model streams slowly enough (150 ms between events) that the agent's delta
+    # coalescing (30 ms) passes the pieces on as they come, even on a loaded machine (at 50 ms
+    # a CI run at load average 6 saw the pieces merged into one).
+    llm.stream_delay_s = 0.15
     try:
         chunks = list(_stream_chat(client))
     finally:
