@@ -12,6 +12,7 @@ from switchboard.plugins import PluginSettings
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
+from .accounts_config import DiscordAccount, SlackAccount, TelegramAccount, check_names
 from .hooks_config import Deliver, check_hooks_token, check_target_names, parse_mappings
 
 # The most messages a chat request may ever hold: checked while the body is validated, so a
@@ -80,12 +81,22 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # How much longer than its long poll a getUpdates call may stay unanswered before the watchdog
     # restarts it.
     telegram_poll_watchdog_margin_s: float = Field(default=15.0, gt=0, le=300)
+    # SB_TELEGRAM_ACCOUNTS: more bots, JSON {"<name>": {"bot_token", "webhook_secret"?, "mode"?,
+    # "webhook_url"?, "api_base"?}}, each served as the account <name> (its webhook at
+    # /channels/telegram/<name>); SB_TELEGRAM_BOT_TOKEN and its neighbours are the account
+    # "default" (docs/channels/telegram.md).
+    telegram_accounts: dict[str, TelegramAccount] = Field(default_factory=dict)
     # Slack's bot token (xoxb-...): serves Slack when set.
     slack_bot_token: SecretStr = SecretStr("")
     # Slack's signing secret: events without a valid signature are refused.
     slack_signing_secret: SecretStr = SecretStr("")
     # Slack's Web API base URL.
     slack_api_base: str = "https://slack.com/api/"
+    # SB_SLACK_ACCOUNTS: more workspaces, JSON {"<name>": {"bot_token", "signing_secret",
+    # "api_base"?}}, each served as the account <name> (its events at /channels/slack/<name>);
+    # SB_SLACK_BOT_TOKEN and SB_SLACK_SIGNING_SECRET are the account "default"
+    # (docs/channels/slack.md).
+    slack_accounts: dict[str, SlackAccount] = Field(default_factory=dict)
     # Where the gateway downloads Slack files with the bot token (channels/slack_files.py):
     # origins of url_private, and networks the SSRF guard lets it reach (none: public only).
     slack_file_origins: list[str] = Field(default_factory=lambda: ["https://files.slack.com"])
@@ -99,6 +110,11 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     discord_application_id: str = ""
     # Discord's API base URL.
     discord_api_base: str = "https://discord.com/api/v10"
+    # SB_DISCORD_ACCOUNTS: more applications, JSON {"<name>": {"bot_token", "public_key",
+    # "application_id"?, "gateway"?, "api_base"?}}, each served as the account <name> (its
+    # interactions at /channels/discord/<name>); SB_DISCORD_BOT_TOKEN and its neighbours are the
+    # account "default" (docs/channels/discord.md).
+    discord_accounts: dict[str, DiscordAccount] = Field(default_factory=dict)
     # Hold Discord's gateway connection (WebSocket) for DMs and mentions, on one replica under
     # a lease (docs/channels/discord.md); off: slash commands only.
     discord_gateway: bool = False
@@ -147,6 +163,30 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
         return self
 
     # --- end hooks ---
+
+    @model_validator(mode="after")
+    def _accounts(self) -> Self:
+        """A named account a URL cannot carry, or one named ``default`` next to the
+        single-account settings, is refused at start."""
+        check_names(
+            "SB_TELEGRAM_ACCOUNTS",
+            self.telegram_accounts,
+            "SB_TELEGRAM_BOT_TOKEN",
+            bool(self.telegram_bot_token.get_secret_value()),
+        )
+        check_names(
+            "SB_SLACK_ACCOUNTS",
+            self.slack_accounts,
+            "SB_SLACK_BOT_TOKEN",
+            bool(self.slack_bot_token.get_secret_value()),
+        )
+        check_names(
+            "SB_DISCORD_ACCOUNTS",
+            self.discord_accounts,
+            "SB_DISCORD_BOT_TOKEN",
+            bool(self.discord_bot_token.get_secret_value()),
+        )
+        return self
 
     @model_validator(mode="after")
     def _strong_token(self) -> Self:

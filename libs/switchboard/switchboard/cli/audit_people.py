@@ -8,17 +8,21 @@ from typing import Any
 
 from switchboard.cli.audit import CRITICAL, OK, RISKY_TOOLS, WARNING, Config, Finding
 
-# A chat channel is served when the gateway has its bot token (read from the environment, so
-# that a gateway refusing its other settings still has its channels audited).
+# A chat channel is served when the gateway has a bot token or named accounts for it (read from
+# the environment, so that a gateway refusing its other settings still has its channels audited).
 CHAT_CHANNELS = {
-    "telegram": "SB_TELEGRAM_BOT_TOKEN",
-    "slack": "SB_SLACK_BOT_TOKEN",
-    "discord": "SB_DISCORD_BOT_TOKEN",
+    "telegram": ("SB_TELEGRAM_BOT_TOKEN", "SB_TELEGRAM_ACCOUNTS"),
+    "slack": ("SB_SLACK_BOT_TOKEN", "SB_SLACK_ACCOUNTS"),
+    "discord": ("SB_DISCORD_BOT_TOKEN", "SB_DISCORD_ACCOUNTS"),
 }
 
 
 def served_channels(config: Config) -> list[str]:
-    return [channel for channel, name in CHAT_CHANNELS.items() if config.environ.get(name)]
+    return [
+        channel
+        for channel, names in CHAT_CHANNELS.items()
+        if any(config.environ.get(name, "").strip() not in ("", "{}") for name in names)
+    ]
 
 
 def _value(policy: Any) -> str:

@@ -140,10 +140,24 @@ def _resolve(reference: str, path: Path, environ: Mapping[str, str]) -> str:
         raise ValueError(f"refers to {target}, which cannot be read: {exc.strerror}") from exc
 
 
+def _nested(value: Any, path: Path, environ: Mapping[str, str]) -> Any:
+    """A secret setting written as a table (named channel accounts, auth profiles) with its
+    references resolved wherever they are, so each token inside may be one."""
+    if _is_reference(value):
+        return _resolve(value, path, environ)
+    if isinstance(value, dict):
+        return {k: _nested(v, path, environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nested(v, path, environ) for v in value]
+    return value
+
+
 def _text(value: Any, setting: Setting, path: Path, environ: Mapping[str, str]) -> str:
     """The value as its environment variable would hold it."""
     if setting.secret and _is_reference(value):
         return _resolve(value, path, environ)
+    if setting.secret and isinstance(value, list | dict):
+        value = _nested(value, path, environ)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

@@ -21,14 +21,16 @@ Factory = Callable[[GatewaySettings], ChannelAdapter | None]
 # the HTTP clients, PyNaCl...) is imported only when one of them is set; its ``from_settings``
 # then checks that they are complete.
 _CHANNELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("slack", ("slack_bot_token", "slack_signing_secret")),
-    ("discord", ("discord_bot_token", "discord_public_key")),
-    ("telegram", ("telegram_bot_token",)),
+    ("slack", ("slack_bot_token", "slack_signing_secret", "slack_accounts")),
+    ("discord", ("discord_bot_token", "discord_public_key", "discord_accounts")),
+    ("telegram", ("telegram_bot_token", "telegram_accounts")),
 )
 
 
 def _is_set(settings: GatewaySettings, name: str) -> bool:
     value = getattr(settings, name)
+    if isinstance(value, dict):  # named accounts
+        return bool(value)
     text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
     return bool(text.strip())
 

@@ -31,12 +31,13 @@ import httpx
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from switchboard.errors import ConfigError
 from switchboard.media import MediaClient, MediaReference
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
+from ..accounts_config import DEFAULT
 from ..config import GatewaySettings
+from .accounts import Accounts
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -47,6 +48,7 @@ from .base import (
     Unauthorized,
     Undeliverable,
 )
+from .discord_accounts import configured_apps
 from .discord_format import message_body, split_content
 from .discord_gateway import DiscordGatewayConnection, start_gateway
 from .discord_interactions import (
@@ -61,7 +63,7 @@ from .media_out import load, stored_refs, upload_spec
 
 log = logging.getLogger(__name__)
 
-ACCOUNT = "default"  # one application, from the environment
+ACCOUNT = DEFAULT  # the application of SB_DISCORD_BOT_TOKEN; named: SB_DISCORD_ACCOUNTS
 REPLAY_WINDOW_S = 300
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 3600.0
@@ -73,14 +75,12 @@ USER_AGENT = "DiscordBot (switchboard, 1.0)"
 # Where a platform message goes (PlatformMessage.payload["route"]).
 ORIGINAL, FOLLOWUP, CHANNEL = "original", "followup", "channel"
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
-_HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class DiscordAdapter:
-    """A Discord application's bot: one account, ``default``."""
+    """A Discord application's bot: one account (``default`` unless named)."""
 
     name = "discord"
-    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,
@@ -92,7 +92,10 @@ class DiscordAdapter:
         now: Callable[[], float] = time.time,
         timeout_s: float = 15.0,
         gateway: bool = False,
+        account: str = ACCOUNT,
     ) -> None:
+        self.account = account
+        self.accounts = (account,)  # webhooks to any other account are 404 (channels/routes.py)
         self._token = bot_token
         self._key = VerifyKey(bytes.fromhex(public_key))
         self.api_base = api_base.rstrip("/")
@@ -129,7 +132,7 @@ class DiscordAdapter:
                 rt,
                 self._token,
                 lambda: self._client,
-                account=ACCOUNT,
+                account=self.account,
                 on_publish=self.on_publish,
             )
 
@@ -231,8 +234,8 @@ class DiscordAdapter:
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
-        if account != ACCOUNT:
-            raise Undeliverable(f"no Discord account {account[:64]!r} (only {ACCOUNT!r})")
+        if account != self.account:
+            raise Undeliverable(f"no Discord account {account[:64]!r} (only {self.account!r})")
         if self._client is None:
             raise RetryLater("the Discord client is not started", 1.0)
         payload = message.payload
@@ -339,28 +342,21 @@ def _nonce(run_id: str, part: int, index: int) -> str:
 
 
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
-    token = settings.discord_bot_token.get_secret_value()
-    key = settings.discord_public_key.strip()
-    if not token and not key:
+    """The ``default`` application (SB_DISCORD_BOT_TOKEN) alone as before, or with the named
+    ones of SB_DISCORD_ACCOUNTS every application behind one :class:`~.accounts.Accounts`."""
+    apps = {
+        app.account: DiscordAdapter(
+            app.token,
+            app.public_key,
+            app.api_base,
+            app.application_id,
+            gateway=app.gateway,
+            account=app.account,
+        )
+        for app in configured_apps(settings)
+    }
+    if not apps:
         return None
-    if not token or not key:
-        given, missing = (
-            ("SB_DISCORD_BOT_TOKEN", "SB_DISCORD_PUBLIC_KEY")
-            if token
-            else ("SB_DISCORD_PUBLIC_KEY", "SB_DISCORD_BOT_TOKEN")
-        )
-        raise ConfigError(
-            f"{given} is set but {missing} is not: Discord needs both (or neither, to not "
-            "serve it)."
-        )
-    if not _HEX_KEY.fullmatch(key):
-        raise ConfigError(
-            "SB_DISCORD_PUBLIC_KEY must be the application's public key: 64 hex digits "
-            "(Developer Portal, General Information)."
-        )
-    application = settings.discord_application_id.strip()
-    if application and not SNOWFLAKE.fullmatch(application):
-        raise ConfigError("SB_DISCORD_APPLICATION_ID must be the application's numeric id.")
-    return DiscordAdapter(
-        token, key, settings.discord_api_base, application, gateway=settings.discord_gateway
-    )
+    if list(apps) == [ACCOUNT]:
+        return apps[ACCOUNT]  # as before named accounts existed
+    return Accounts(DiscordAdapter.name, apps)

@@ -28,7 +28,9 @@ from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
+from ..accounts_config import DEFAULT
 from ..config import GatewaySettings
+from .accounts import Accounts
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -45,7 +47,7 @@ from .slack_format import TEXT_LIMIT, split_mrkdwn, to_mrkdwn
 
 log = logging.getLogger(__name__)
 
-ACCOUNT = "default"  # one workspace, from the environment
+ACCOUNT = DEFAULT  # the workspace of SB_SLACK_BOT_TOKEN; named ones: SB_SLACK_ACCOUNTS
 REPLAY_WINDOW_S = 300  # Slack's: a request older (or newer) than five minutes is refused
 MAX_BACKOFF_S = 60.0
 # Errors that say Slack could not take the call now; any other error is the call's own fault
@@ -62,10 +64,9 @@ _SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 
 
 class SlackAdapter:
-    """A Slack workspace's bot: one account, ``default``."""
+    """A Slack workspace's bot: one account (``default`` unless named, SB_SLACK_ACCOUNTS)."""
 
     name = "slack"
-    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,
@@ -76,7 +77,10 @@ class SlackAdapter:
         now: Callable[[], float] = time.time,
         timeout_s: int = 15,
         files: SlackFiles | None = None,
+        account: str = ACCOUNT,
     ) -> None:
+        self.account = account
+        self.accounts = (account,)  # webhooks to any other account are 404 (channels/routes.py)
         self._secret = signing_secret.encode()
         self._now = now
         # The SDK's own retries are off: delivery retries (and counts) a failed part itself.
@@ -101,8 +105,11 @@ class SlackAdapter:
         except SlackApiError as exc:
             error = _error_code(exc)
             if error in AUTH_ERRORS:
+                which = "SB_SLACK_BOT_TOKEN"
+                if self.account != ACCOUNT:
+                    which = f"the bot token of SB_SLACK_ACCOUNTS {self.account!r}"
                 raise ConfigError(
-                    f"Slack refused SB_SLACK_BOT_TOKEN ({error}): set the bot's xoxb- token."
+                    f"Slack refused {which} ({error}): set the bot's xoxb- token."
                 ) from None
             log.warning("slack auth.test failed (%s); continuing without the bot's id", error)
             return
@@ -176,8 +183,8 @@ class SlackAdapter:
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
-        if account != ACCOUNT:
-            raise Undeliverable(f"no Slack account {account[:64]!r} (only {ACCOUNT!r})")
+        if account != self.account:
+            raise Undeliverable(f"no Slack account {account[:64]!r} (only {self.account!r})")
         payload = message.payload
         upload = await load(self.media, payload["upload"]) if "upload" in payload else None
         try:
@@ -247,18 +254,40 @@ def _thread_ts(ref: str) -> str:
 
 
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
+    """The ``default`` workspace (SB_SLACK_BOT_TOKEN) alone as before, or with the named ones
+    of SB_SLACK_ACCOUNTS every workspace behind one :class:`~.accounts.Accounts`."""
+    workspaces: dict[str, SlackAdapter] = {}
     token = settings.slack_bot_token.get_secret_value()
     secret = settings.slack_signing_secret.get_secret_value()
-    if not token and not secret:
+    if token or secret:
+        if not token or not secret:
+            given, missing = (
+                ("SB_SLACK_BOT_TOKEN", "SB_SLACK_SIGNING_SECRET")
+                if token
+                else ("SB_SLACK_SIGNING_SECRET", "SB_SLACK_BOT_TOKEN")
+            )
+            raise ConfigError(
+                f"{given} is set but {missing} is not: Slack needs both (or neither, to not "
+                "serve it)."
+            )
+        workspaces[ACCOUNT] = _workspace(settings, ACCOUNT, token, secret, "")
+    for name, account in settings.slack_accounts.items():  # names checked (config.py)
+        token = account.bot_token.get_secret_value()
+        secret = account.signing_secret.get_secret_value()
+        if not token.strip() or not secret.strip():
+            raise ConfigError(f"SB_SLACK_ACCOUNTS {name!r} needs a bot_token and a signing_secret")
+        workspaces[name] = _workspace(settings, name, token, secret, account.api_base)
+    if not workspaces:
         return None
-    if not token or not secret:
-        given, missing = (
-            ("SB_SLACK_BOT_TOKEN", "SB_SLACK_SIGNING_SECRET")
-            if token
-            else ("SB_SLACK_SIGNING_SECRET", "SB_SLACK_BOT_TOKEN")
-        )
-        raise ConfigError(
-            f"{given} is set but {missing} is not: Slack needs both (or neither, to not serve it)."
-        )
+    if list(workspaces) == [ACCOUNT]:
+        return workspaces[ACCOUNT]  # as before named accounts existed
+    return Accounts(SlackAdapter.name, workspaces)
+
+
+def _workspace(
+    settings: GatewaySettings, account: str, token: str, secret: str, api_base: str
+) -> SlackAdapter:
     files = SlackFiles(token, settings.slack_file_origins, settings.slack_file_allow_cidrs)
-    return SlackAdapter(token, secret, settings.slack_api_base, files=files)
+    return SlackAdapter(
+        token, secret, api_base or settings.slack_api_base, files=files, account=account
+    )

@@ -25,13 +25,13 @@ from typing import Any
 
 import httpx
 
-from switchboard import tokens
 from switchboard.errors import ConfigError
 from switchboard.media import MediaClient
 from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 from ..config import GatewaySettings
+from .accounts import Accounts
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -43,6 +43,7 @@ from .base import (
     Undeliverable,
 )
 from .media_out import Upload, load, stored_refs
+from .telegram_accounts import DEFAULT, configured_bots
 from .telegram_api import BotApi, BotApiError, describe, second_try
 from .telegram_files import ingest_attachments
 from .telegram_format import to_pieces
@@ -59,7 +60,7 @@ from .telegram_poll import Polling, start_polling  # polling mode (helper telegr
 
 log = logging.getLogger(__name__)
 
-ACCOUNT = "default"  # one bot, from the environment
+ACCOUNT = DEFAULT  # the bot of SB_TELEGRAM_BOT_TOKEN; named ones: SB_TELEGRAM_ACCOUNTS
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 3600.0
@@ -70,18 +71,15 @@ SEND_MEDIA = {
     "voice": "sendVoice",
     "video": "sendVideo",
 }
-_BOT_TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{1,200}")
-_WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what setWebhook accepts
 _CHAT_ID = re.compile(r"-?[0-9]{1,20}|@[A-Za-z0-9_]{4,32}")
 _TOPIC = re.compile(r"[0-9]{1,12}")
 _MD_LABEL = re.compile(r"([\\`*_~\[\]])")
 
 
 class TelegramAdapter:
-    """A Telegram bot: one account, ``default``."""
+    """One Telegram bot: one account (``default`` unless named, telegram_accounts.py)."""
 
     name = "telegram"
-    accounts = (ACCOUNT,)  # webhooks to any other account are 404 (channels/routes.py)
 
     def __init__(
         self,
@@ -93,7 +91,10 @@ class TelegramAdapter:
         webhook_url: str = "",
         timeout_s: float = 15.0,
         settings: GatewaySettings | None = None,
+        account: str = ACCOUNT,
     ) -> None:
+        self.account = account
+        self.accounts = (account,)  # webhooks to any other account are 404 (channels/routes.py)
         self._secret = webhook_secret.encode()
         self.api = BotApi(api_base, bot_token, timeout_s=timeout_s)
         self.mode = mode
@@ -128,6 +129,7 @@ class TelegramAdapter:
                 self.settings,
                 self,
                 self.parse_update,
+                account=self.account,
                 on_publish=self.on_publish,
                 prepare=self.fetch_attachments,
             )
@@ -137,8 +139,11 @@ class TelegramAdapter:
             me = await self.call("getMe")
         except BotApiError as exc:
             if exc.code in (401, 404):
+                which = "SB_TELEGRAM_BOT_TOKEN"
+                if self.account != ACCOUNT:
+                    which = f"the bot token of SB_TELEGRAM_ACCOUNTS {self.account!r}"
                 raise ConfigError(
-                    f"Telegram refused SB_TELEGRAM_BOT_TOKEN ({exc.code} {exc.description}): "
+                    f"Telegram refused {which} ({exc.code} {exc.description}): "
                     "set the token @BotFather gave the bot."
                 ) from None
             raise
@@ -198,7 +203,7 @@ class TelegramAdapter:
 
     async def typing(self, account: str, chat: messages_pb2.ChatRef, thread_id: str) -> None:
         """``sendChatAction`` (typing); any failure is ignored."""
-        if account != ACCOUNT or not _CHAT_ID.fullmatch(chat.id):
+        if account != self.account or not _CHAT_ID.fullmatch(chat.id):
             return
         params: dict[str, Any] = {"chat_id": _chat(chat.id), "action": "typing"}
         if _TOPIC.fullmatch(thread_id):
@@ -286,8 +291,8 @@ class TelegramAdapter:
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
-        if account != ACCOUNT:
-            raise Undeliverable(f"no Telegram account {account[:64]!r} (only {ACCOUNT!r})")
+        if account != self.account:
+            raise Undeliverable(f"no Telegram account {account[:64]!r} (only {self.account!r})")
         method, params = str(message.payload["method"]), dict(message.payload["params"])
         upload: Upload | None = None
         if "upload" in message.payload:  # a stored file: its bytes from the media service
@@ -341,33 +346,22 @@ def _chat(chat_id: str) -> int | str:
 
 
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
-    token = settings.telegram_bot_token.get_secret_value()
-    if not token:
+    """The ``default`` bot (SB_TELEGRAM_BOT_TOKEN) alone as before, or with the named ones of
+    SB_TELEGRAM_ACCOUNTS every bot behind one :class:`~.accounts.Accounts`."""
+    bots = {
+        bot.account: TelegramAdapter(
+            bot.token,
+            bot.secret,
+            bot.api_base,
+            mode=bot.mode,
+            webhook_url=bot.webhook_url,
+            settings=settings,
+            account=bot.account,
+        )
+        for bot in configured_bots(settings)
+    }
+    if not bots:
         return None
-    if not _BOT_TOKEN.fullmatch(token):
-        raise ConfigError(
-            "SB_TELEGRAM_BOT_TOKEN is not a bot token: @BotFather gives one like 123456:ABC-def..."
-        )
-    secret = settings.telegram_webhook_secret.get_secret_value()
-    if settings.telegram_mode == "webhook" and not secret:
-        raise ConfigError(
-            "SB_TELEGRAM_WEBHOOK_SECRET must be set in webhook mode (the webhook is never served "
-            f"without it); make one with: {tokens.HOW_TO_MAKE_ONE}"
-        )
-    if secret:
-        why = tokens.weakness(secret)
-        if why is None and not _WEBHOOK_SECRET.fullmatch(secret):
-            why = "Telegram takes only A-Z, a-z, 0-9, _ and - (up to 256 characters)"
-        if why is not None:
-            raise ConfigError(
-                f"SB_TELEGRAM_WEBHOOK_SECRET is refused: {why}; make one with: "
-                f"{tokens.HOW_TO_MAKE_ONE}"
-            )
-    return TelegramAdapter(
-        token,
-        secret,
-        settings.telegram_api_base,
-        mode=settings.telegram_mode,
-        webhook_url=settings.telegram_webhook_url,
-        settings=settings,
-    )
+    if list(bots) == [ACCOUNT]:
+        return bots[ACCOUNT]  # as before named accounts existed
+    return Accounts(TelegramAdapter.name, bots)
