@@ -100,11 +100,13 @@ def set_value(path: Path, dotted: str, text: str, environ: Mapping[str, str]) ->
     if setting.secret and value and not _is_reference(value):
         mode = 0o600
     loaded = check(path, new_text, environ, mode)
-    _write(path, new_text, mode)
+    write_atomic(path, new_text, mode)
     return loaded
 
 
-def _write(path: Path, text: str, mode: int) -> None:
+def write_atomic(path: Path, text: str, mode: int) -> None:
+    """``text`` into ``path`` through a temporary file of ``mode`` renamed over it: never a
+    half-written file, never a moment with looser permissions (also the wizard's writer)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

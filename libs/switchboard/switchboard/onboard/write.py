@@ -10,9 +10,7 @@ file."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 import tomlkit
 
+from switchboard.configfile.edit import write_atomic
 from switchboard.configfile.load import check, load
 
 SECRETS_DIR = "secrets"
@@ -136,23 +135,7 @@ def write(path: Path, answers: Answers, environ: Mapping[str, str]) -> Written:
     written = []
     for (_, key), value in settings(answers)[1].items():
         written.append(folder / key)
-        _atomic(folder / key, value + "\n", SECRET_MODE)
-    _atomic(path, render(answers, literal=False), FILE_MODE)
+        write_atomic(folder / key, value + "\n", SECRET_MODE)
+    write_atomic(path, render(answers, literal=False), FILE_MODE)
     load(path, environ)
     return Written(path, backup, tuple(written))
-
-
-def _atomic(path: Path, text: str, mode: int) -> None:
-    """``text`` into ``path`` through a temporary file of ``mode`` renamed over it: never a
-    half-written file, never a moment with looser permissions."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(handle, mode)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
