@@ -11,6 +11,11 @@ Session keys:
 ``cron:<job>``                            a scheduled job
 ``<parent key>:sub:<id>``                 a sub-agent's session under its parent
 ========================================  =========================================
+
+On a channel with several accounts (two Telegram bots, two Slack workspaces), a chat's
+``<channel>`` is ``<channel>@<account>`` for a named account (:func:`session_channel`): each bot
+or workspace its own conversations, memory scopes and standing. The account ``default`` (the
+single-account settings) keeps the bare channel.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ AGENT_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
 _AGENT_ID = re.compile(r"[a-z0-9_-]{1,64}")  # fullmatch: "$" would let a trailing newline in
 SUBAGENT_MARKER = ":sub:"
 GROUP_MARKER = "group"
+DEFAULT_ACCOUNT = "default"  # a channel's single-account settings
+ACCOUNT_MARKER = "@"
 
 AgentId = Annotated[str, Field(pattern=AGENT_ID_PATTERN)]
 """An agent id as a pydantic field type (settings and request bodies)."""
@@ -55,6 +62,14 @@ def validate_session_key(key: str) -> str:
     if any(c.isspace() or not c.isprintable() for c in key):
         raise InvalidSessionKey("session key must not contain whitespace or control characters")
     return key
+
+
+def session_channel(channel: str, account: str = "") -> str:
+    """The ``<channel>`` of a chat's session key: ``channel`` for the account ``default`` (or
+    none), ``<channel>@<account>`` for a named one."""
+    if not account or account == DEFAULT_ACCOUNT:
+        return channel
+    return f"{channel}{ACCOUNT_MARKER}{account}"
 
 
 def direct_key(agent: str, channel: str, peer: str) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from .errors import InvalidSessionKey
-from .sessions import SUBAGENT_MARKER, SessionKey, parse_session_key
+from .sessions import SUBAGENT_MARKER, SessionKey, parse_session_key, session_channel
 
 
 class Role(StrEnum):
@@ -126,10 +126,16 @@ def _root(session_key: str) -> SessionKey:
     return parse_session_key(session_key).root
 
 
-def own_message(root: SessionKey, channel: str, sender: str, chat_id: str) -> bool:
-    """Is this the direct conversation's own person speaking (the router routed their message
-    to their own session)?"""
-    return root.kind == "direct" and root.channel == channel and root.peer == (sender or chat_id)
+def own_message(
+    root: SessionKey, channel: str, sender: str, chat_id: str, account: str = ""
+) -> bool:
+    """Is this the direct conversation's own person speaking (the router routed their message,
+    on ``channel``'s ``account``, to their own session)?"""
+    return (
+        root.kind == "direct"
+        and root.channel == session_channel(channel, account)
+        and root.peer == (sender or chat_id)
+    )
 
 
 def standing_of(
@@ -142,6 +148,7 @@ def standing_of(
     chat_type: str,
     stamped: str = "",
     stored: str = "",
+    account: str = "",
 ) -> Standing:
     """The standing of a run in ``session_key`` started by a message of ``role``.
 
@@ -162,7 +169,7 @@ def standing_of(
         return inherited
     given = parse_role(role)
     if root.kind == "direct":
-        if own_message(root, channel, sender, chat_id) and given is not None:
+        if own_message(root, channel, sender, chat_id, account) and given is not None:
             return Standing.OWNER if given is Role.OWNER else Standing.PERSONAL
         known = parse_standing(stored)
         if known is not None:
@@ -180,7 +187,9 @@ def least(a: Standing, b: Standing) -> Standing:
     return a if _ORDER[a] <= _ORDER[b] else b
 
 
-def remembered(session_key: str, role: str, channel: str, sender: str, chat_id: str) -> str:
+def remembered(
+    session_key: str, role: str, channel: str, sender: str, chat_id: str, account: str = ""
+) -> str:
     """The standing a direct session should remember from this message ("" : nothing to
     remember: not its own person speaking)."""
     try:
@@ -188,7 +197,9 @@ def remembered(session_key: str, role: str, channel: str, sender: str, chat_id: 
     except InvalidSessionKey:
         return ""
     given = parse_role(role)
-    if given is None or root.key != session_key or not own_message(root, channel, sender, chat_id):
+    if given is None or root.key != session_key:
+        return ""
+    if not own_message(root, channel, sender, chat_id, account):
         return ""
     return str(Standing.OWNER if given is Role.OWNER else Standing.PERSONAL)
 

@@ -119,3 +119,27 @@ def test_loose_permissions_on_the_data_dir_are_critical(safe_home: Path) -> None
     code, findings, report = audit(safe_home, {**TELEGRAM, "SB_OWNERS": '["telegram:1"]'})
     # Listable by everyone (root's data dir may be 0711: passable, never listable).
     assert code == 1 and "0755" in by_check(findings, "critical")["state"], report
+
+
+def test_an_accounts_own_open_policy_is_reported(safe_home: Path) -> None:
+    """A second bot whose own entry opens its DMs and groups: found and named as that account,
+    while the channel's own settings stay fine."""
+    security_map = {
+        "telegram": {
+            "accounts": {"family": {"dm_policy": "open", "group_policy": "open"}},
+        }
+    }
+    env = {
+        **TELEGRAM,
+        "SB_OWNERS": '["telegram:4242"]',
+        "SB_CHANNEL_SECURITY": json.dumps(security_map),
+        "SB_GROUP_TOOL_PROFILE": "coding",
+    }
+    found = security.audit(env, Home(safe_home))
+    critical = [f for f in found if f.severity == "critical" and f.check == "groups"]
+    assert [f.detail.split(":")[0] for f in critical] == ["telegram/family"], found
+    assert "channel_security.telegram.accounts.family.groups" in critical[0].fix
+    direct = [f for f in found if f.check == "direct messages"]
+    assert [f.detail.split(":")[0] for f in direct] == ["telegram/family"], found
+    ok = [f.detail for f in found if f.severity == "ok" and f.check == "groups"]
+    assert ok == ["telegram: groups are admitted by allowlist"], found

@@ -360,3 +360,39 @@ def test_parse_identity_refuses(entry: str) -> None:
     )
     with pytest.raises(ValueError, match=r"^SB_APPROVERS: "):
         parse_identity(entry, "SB_APPROVERS")
+
+
+def test_a_named_accounts_dm_is_its_own() -> None:
+    """On a channel with several bots, the DM with 42 through the bot ``family`` is its own
+    session (``telegram@family``): 42 writing through it is its person; 42 through the default
+    bot is not (what that session remembers stands)."""
+    family = "main:telegram@family:42"
+    assert (
+        standing_of(
+            family,
+            role="owner",
+            channel="telegram",
+            sender="42",
+            chat_id="42",
+            chat_type="direct",
+            account="family",
+            stored="personal",
+        )
+        is OWNER
+    )
+    assert (
+        standing_of(
+            family,
+            role="owner",
+            channel="telegram",
+            sender="42",
+            chat_id="42",
+            chat_type="direct",
+            stored="personal",
+        )
+        is PERSONAL
+    )
+    assert remembered(family, "owner", "telegram", "42", "", "family") == "owner"
+    assert remembered(family, "owner", "telegram", "42", "", "default") == ""
+    assert remembered(DM, "owner", "telegram", "42", "", "default") == "owner"
+    assert remembered(DM, "owner", "telegram", "42", "", "family") == ""

@@ -31,6 +31,9 @@ OWNER, PERSONAL, GROUP = Standing.OWNER, Standing.PERSONAL, Standing.GROUP
         ("main:telegram:42", "agent", PERSONAL, "dm:telegram:42"),
         ("main:telegram:42", "user", PERSONAL, "dm:telegram:42"),
         ("main:telegram:42:sub:abc", "agent", PERSONAL, "dm:telegram:42"),
+        # a second bot's (or Slack workspace's) chats: scopes of their own
+        ("main:telegram@family:42", "agent", PERSONAL, "dm:telegram@family:42"),
+        ("main:slack@acme:group:C9", "agent", GROUP, "group:slack@acme:C9"),
         # other sessions out of the owner's standing: their root's own
         ("hook:github", "agent", PERSONAL, "session:hook:github"),
         ("cron:daily:sub:s1", "agent", PERSONAL, "session:cron:daily"),

@@ -1,7 +1,8 @@
 """DM and group pairing for operators (``/api/pairing``), served by the router's gRPC
 RouterAdmin: list the pending requests, approve (as an owner with the body ``{"owner": true}``)
 or deny one by its code, list and revoke approved senders and groups (a group's sender is
-``group:<chat id>``)."""
+``group:<chat id>``). An approval belongs to the channel's account the request came from
+(``account``; revoke one of a named account with ``?account=``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def request_json(r: router_pb2.PairingRequest) -> dict[str, Any]:
 def paired_json(p: router_pb2.PairedSender) -> dict[str, Any]:
     return {
         "channel": p.channel,
+        "account": p.account or "default",
         "sender": p.sender,
         "approved_by": p.approved_by,
         "approved_at_ms": p.approved_at_ms,
@@ -113,10 +115,12 @@ async def list_paired(request: Request, channel: str = "") -> dict[str, Any]:
 
 
 @router.delete("/paired/{channel}/{sender}")
-async def revoke(channel: str, sender: str, request: Request) -> dict[str, Any]:
+async def revoke(channel: str, sender: str, request: Request, account: str = "") -> dict[str, Any]:
+    """``account``: the channel's account the approval is on (none: ``default``)."""
     try:
         reply = await _stub(request).Revoke(
-            router_pb2.RevokeRequest(channel=channel, sender=sender), timeout=TIMEOUT_S
+            router_pb2.RevokeRequest(channel=channel, sender=sender, account=account),
+            timeout=TIMEOUT_S,
         )
     except grpc.aio.AioRpcError as exc:
         raise backend_error(exc, ROUTER, "Revoke") from exc

@@ -63,6 +63,6 @@ class RouterAdminService(router_pb2_grpc.RouterAdminServicer):
     async def Revoke(
         self, request: router_pb2.RevokeRequest, context: grpc.aio.ServicerContext
     ) -> router_pb2.PairedSender:
-        revoked = await self.store.revoke(request.channel, request.sender)
+        revoked = await self.store.revoke(request.channel, request.sender, request.account)
         PAIRING.labels(request.channel, "revoked").inc()
         return revoked

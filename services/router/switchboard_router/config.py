@@ -17,7 +17,9 @@ Inbound security (docs/trust.md, see :mod:`switchboard_router.security`):
 - ``SB_CHANNEL_SECURITY``: the same per channel as one JSON map,
   ``{"telegram": {"dm_policy": "allowlist", "allow_from": ["42"], "group_policy": "pairing",
   "groups": ["-1001234"], "group_allow_from": ["42"]}}``; a per-channel variable wins over its
-  entry there.
+  entry there. A channel's ``accounts`` map gives a named account (a second bot, another Slack
+  workspace) fields of its own, which replace the channel's for that account's messages:
+  ``{"telegram": {"allow_from": ["42"], "accounts": {"family": {"allow_from": ["43"]}}}}``.
 
 The per-channel variables have names of their own for any channel, so the settings' environment
 source cannot declare them: :class:`_ChannelVariables` picks them out of the same environment
@@ -47,6 +49,8 @@ from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
 E = TypeVar("E", bound=StrEnum)
+DEFAULT_ACCOUNT = "default"  # the account of a channel's single-account settings
+_ACCOUNT = re.compile(r"[a-z0-9_-]{1,64}")
 
 
 class DmPolicy(StrEnum):
@@ -66,8 +70,10 @@ class GroupActivation(StrEnum):
     ALWAYS = "always"
 
 
-class ChannelSecurity(BaseModel):
-    """One channel's overrides; ``None``: the router-wide setting."""
+class AccountSecurity(BaseModel):
+    """One account's overrides of its channel's settings (a second Telegram bot, another Slack
+    workspace): a field given here replaces the channel's for messages of that account; one not
+    given is the channel's. ``None``: the channel's, then the router-wide setting."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -91,6 +97,37 @@ class ChannelSecurity(BaseModel):
     def _ids(cls, value: object, info: ValidationInfo) -> frozenset[str]:
         """Ids as strings; numbers too (Telegram's ids are numbers, group ids negative)."""
         return _id_list(str(info.field_name), value)
+
+
+class ChannelSecurity(AccountSecurity):
+    """One channel's overrides; ``None``: the router-wide setting. ``accounts``: the overrides of
+    one named account of the channel (:meth:`for_account`); the account ``default`` (the
+    single-account settings) is the channel itself."""
+
+    # Per account: {"family": {"allow_from": ["43"]}}; a field not given is the channel's.
+    accounts: dict[str, AccountSecurity] = Field(default_factory=dict)
+
+    @field_validator("accounts", mode="before")
+    @classmethod
+    def _account_names(cls, value: object) -> object:
+        if isinstance(value, dict):
+            for name in value:
+                if not _ACCOUNT.fullmatch(str(name)) or name == DEFAULT_ACCOUNT:
+                    raise ValueError(
+                        f"account {name!r}: an account's name is 1-64 of a-z 0-9 _ - (the"
+                        f" account {DEFAULT_ACCOUNT!r} is the channel's own settings)"
+                    )
+        return value
+
+    def for_account(self, account: str) -> AccountSecurity:
+        """The settings messages of ``account`` obey: the channel's, with the fields the
+        account's entry gives replaced."""
+        entry = self.accounts.get(account) if account and account != DEFAULT_ACCOUNT else None
+        base = AccountSecurity.model_validate(self.model_dump(exclude={"accounts"}))
+        if entry is None:
+            return base
+        given = {name: getattr(entry, name) for name in entry.model_fields_set}
+        return base.model_copy(update=given)
 
 
 class Binding(BaseModel):
@@ -220,7 +257,9 @@ class RouterSettings(CommonSettings, RpcSettings):
     # In groups, run only messages that mention the bot (mention) or every one (always).
     group_activation: GroupActivation = GroupActivation.MENTION
     # The per-channel settings as one JSON map, e.g. {"telegram": {"dm_policy": "allowlist",
-    # "allow_from": ["42"]}}; an SB_<CHANNEL>_* variable wins over its entry.
+    # "allow_from": ["42"]}}; an SB_<CHANNEL>_* variable wins over its entry. A channel's
+    # "accounts" give one account (a second bot or workspace) fields of its own, e.g.
+    # {"telegram": {"accounts": {"family": {"allow_from": ["43"]}}}}.
     channel_security: dict[str, ChannelSecurity] = Field(default_factory=dict)
     # SB_BINDINGS: a JSON list of bindings, e.g. [{"channel": "slack", "group": "C123",
     # "agent": "team"}]; see Binding.
@@ -332,17 +371,20 @@ class RouterSettings(CommonSettings, RpcSettings):
             return self.default_agent
         return max(found, key=lambda b: b.specificity).agent
 
-    def channel(self, name: str) -> ChannelSecurity:
-        return self.channel_security.get(name) or ChannelSecurity()
+    def channel(self, name: str, account: str = "") -> AccountSecurity:
+        """The settings of ``name``'s messages, of ``account`` when given (its own entry under
+        the channel's ``accounts`` replaces the fields it gives)."""
+        found = self.channel_security.get(name) or ChannelSecurity()
+        return found.for_account(account) if found.accounts else found
 
-    def dm_policy_for(self, channel: str) -> DmPolicy:
-        return self.channel(channel).dm_policy or self.dm_policy
+    def dm_policy_for(self, channel: str, account: str = "") -> DmPolicy:
+        return self.channel(channel, account).dm_policy or self.dm_policy
 
-    def group_policy_for(self, channel: str) -> GroupPolicy:
-        return self.channel(channel).group_policy or self.group_policy
+    def group_policy_for(self, channel: str, account: str = "") -> GroupPolicy:
+        return self.channel(channel, account).group_policy or self.group_policy
 
-    def group_activation_for(self, channel: str) -> GroupActivation:
-        return self.channel(channel).group_activation or self.group_activation
+    def group_activation_for(self, channel: str, account: str = "") -> GroupActivation:
+        return self.channel(channel, account).group_activation or self.group_activation
 
     def owner_identities(self) -> frozenset[str]:
         """``SB_OWNERS`` and ``SB_APPROVERS``: every ``<channel>:<sender id>`` that is an

@@ -18,6 +18,12 @@ State lives in the NATS KV bucket ``sb_pairing`` so every router replica sees th
 - ``paired.<channel>.<sender hash>``: an approved :class:`PairedSender`.
 
 Sender ids are hashed into keys (KV keys allow few characters); the values keep them whole.
+
+**Per account** (a channel with two bots or workspaces, ``InboundMessage.account``): a request,
+its pending marker and an approval belong to the account the sender wrote to, so an approval on
+one bot admits nobody on another. The account ``default`` (and none) hashes the sender alone, as
+before accounts existed; a named account hashes ``<account>/<sender>`` (:func:`_sender_key`).
+Codes stay unique per channel: ``switchboard pairing approve <channel> <code>`` needs no account.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ CODE_LENGTH = 8
 _CODE = re.compile(rf"^[{ALPHABET}]{{{CODE_LENGTH}}}$")
 _CHANNEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 GROUP_PREFIX = "group:"
+DEFAULT_ACCOUNT = "default"
 
 
 def group_sender(chat_id: str) -> str:
@@ -66,8 +73,9 @@ def normalize_code(code: str) -> str:
     return value
 
 
-def _sender_key(sender: str) -> str:
-    return hashlib.sha256(sender.encode()).hexdigest()[:32]
+def _sender_key(sender: str, account: str = "") -> str:
+    scoped = sender if account in ("", DEFAULT_ACCOUNT) else f"{account}/{sender}"
+    return hashlib.sha256(scoped.encode()).hexdigest()[:32]
 
 
 def _now_ms() -> int:
@@ -90,10 +98,14 @@ class PairingStore:
         self.ttl_ms = int(ttl_s * 1000)
         self.max_pending = max_pending
 
-    async def paired_sender(self, channel: str, sender: str) -> router_pb2.PairedSender | None:
-        """The approval of ``sender`` on ``channel`` (one KV get), None when there is none."""
+    async def paired_sender(
+        self, channel: str, sender: str, account: str = ""
+    ) -> router_pb2.PairedSender | None:
+        """The approval of ``sender`` on ``channel``'s ``account`` (one KV get), None when there
+        is none."""
+        key = f"paired.{channel_token(channel)}.{_sender_key(sender, account)}"
         try:
-            entry = await self.kv.get(f"paired.{channel_token(channel)}.{_sender_key(sender)}")
+            entry = await self.kv.get(key)
         except KeyNotFoundError:
             return None
         if not entry.value:
@@ -102,13 +114,14 @@ class PairingStore:
         paired.ParseFromString(entry.value)
         return paired
 
-    async def is_paired(self, channel: str, sender: str) -> bool:
-        return await self.paired_sender(channel, sender) is not None
+    async def is_paired(self, channel: str, sender: str, account: str = "") -> bool:
+        return await self.paired_sender(channel, sender, account) is not None
 
     async def ask(self, msg: messages_pb2.InboundMessage, sender: str) -> Asked:
-        """The pending request of ``sender`` on ``msg.channel``, made if there is none."""
+        """The pending request of ``sender`` on ``msg.channel`` (and its account), made if
+        there is none."""
         channel = channel_token(msg.channel)
-        pending_key = f"pending.{channel}.{_sender_key(sender)}"
+        pending_key = f"pending.{channel}.{_sender_key(sender, msg.account)}"
         existing = await self._pending_code(pending_key)
         if existing is not None:
             request = await self._request(channel, existing)
@@ -160,7 +173,7 @@ class PairingStore:
     async def _forget(self, request: router_pb2.PairingRequest) -> None:
         for key in (
             f"req.{request.channel}.{request.code}",
-            f"pending.{request.channel}.{_sender_key(request.sender)}",
+            f"pending.{request.channel}.{_sender_key(request.sender, request.account)}",
         ):
             await self.kv.delete(key)  # a delete marker: fine when the key is gone already
 
@@ -198,13 +211,15 @@ class PairingStore:
         role = trust.Role.OWNER if owner else trust.Role.MEMBER if group else trust.Role.USER
         paired = router_pb2.PairedSender(
             channel=channel,
+            account=request.account,
             sender=request.sender,
             approved_by=by,
             approved_at_ms=_now_ms(),
             role=str(role),
         )
         await self.kv.put(
-            f"paired.{channel}.{_sender_key(request.sender)}", paired.SerializeToString()
+            f"paired.{channel}.{_sender_key(request.sender, request.account)}",
+            paired.SerializeToString(),
         )
         await self._forget(request)
         return paired
@@ -231,14 +246,16 @@ class PairingStore:
                 found.append(sender)
         return sorted(found, key=lambda s: s.approved_at_ms)
 
-    async def revoke(self, channel: str, sender: str) -> router_pb2.PairedSender:
-        key = f"paired.{channel_token(channel)}.{_sender_key(sender)}"
+    async def revoke(self, channel: str, sender: str, account: str = "") -> router_pb2.PairedSender:
+        """Take back ``sender``'s approval on ``channel``'s ``account`` (none: ``default``)."""
+        key = f"paired.{channel_token(channel)}.{_sender_key(sender, account)}"
         try:
             entry = await self.kv.get(key)
         except KeyNotFoundError:
             entry = None
         if entry is None or not entry.value:
-            raise NotFound(f"{sender!r} is not paired on {channel}")
+            where = channel if account in ("", DEFAULT_ACCOUNT) else f"{channel} ({account})"
+            raise NotFound(f"{sender!r} is not paired on {where}")
         paired = router_pb2.PairedSender()
         paired.ParseFromString(entry.value)
         await self.kv.delete(key)

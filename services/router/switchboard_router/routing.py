@@ -6,7 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from switchboard.errors import InvalidAgentId, InvalidSessionKey
-from switchboard.sessions import direct_key, group_key, validate_agent_id, validate_session_key
+from switchboard.sessions import (
+    direct_key,
+    group_key,
+    session_channel,
+    validate_agent_id,
+    validate_session_key,
+)
 from switchboard.v1 import messages_pb2
 
 AgentFor = Callable[[str, str, str, str], str]
@@ -36,13 +42,14 @@ def resolve(msg: messages_pb2.InboundMessage, default_agent: str | AgentFor) -> 
         agent = validate_agent_id(chosen)
         if msg.session_key:
             return Route(agent, validate_session_key(msg.session_key))
+        channel = session_channel(msg.channel, msg.account)  # a named account's own sessions
         if msg.chat.type == "group":
             if not msg.chat.id:
                 raise RouteError("group message without a chat id")
-            return Route(agent, group_key(agent, msg.channel, msg.chat.id))
+            return Route(agent, group_key(agent, channel, msg.chat.id))
         peer = msg.sender or msg.chat.id
         if not peer:
             raise RouteError("direct message without a sender")
-        return Route(agent, direct_key(agent, msg.channel, peer))
+        return Route(agent, direct_key(agent, channel, peer))
     except (InvalidAgentId, InvalidSessionKey) as exc:
         raise RouteError(str(exc)) from exc

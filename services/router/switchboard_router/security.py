@@ -26,6 +26,11 @@ Built here (settings in :mod:`switchboard_router.config`):
 - The first-party channels ``api``, ``openai``, ``webchat``, ``a2a`` and ``hooks`` are
   authenticated by the gateway (its token), and ``cron`` carries the scheduler's fired jobs:
   they are never subject to these policies.
+- **Accounts**: a channel with several accounts (two Telegram bots, two Slack workspaces: the
+  message's ``account``) applies the channel's settings to each, except where the channel's
+  ``accounts`` entry for one gives its own (``ChannelSecurity.accounts``); a pairing is per
+  account (a sender or group approved on one bot is a stranger to the others). Owners are
+  owners on every account of their channel.
 - **Rate limits** per sender on chat channels (:mod:`switchboard_router.ratelimit`): over
   the limit, reason ``rate_limited``.
 
@@ -99,9 +104,16 @@ class _Sender:
     """The sender of one chat message: an owner by configuration, or as the pairing store says
     (asked at most once)."""
 
-    def __init__(self, store: PairingStore | None, channel: str, sender: str, configured: bool):
+    def __init__(
+        self,
+        store: PairingStore | None,
+        msg: messages_pb2.InboundMessage,
+        sender: str,
+        configured: bool,
+    ) -> None:
         self.store = store
-        self.channel = channel
+        self.channel = msg.channel
+        self.account = msg.account
         self.id = sender
         self.configured = configured
         self._paired: router_pb2.PairedSender | None = None
@@ -110,7 +122,7 @@ class _Sender:
     async def paired(self) -> router_pb2.PairedSender | None:
         if not self._asked:
             assert self.store is not None
-            self._paired = await self.store.paired_sender(self.channel, self.id)
+            self._paired = await self.store.paired_sender(self.channel, self.id, self.account)
             self._asked = True
         return self._paired
 
@@ -151,7 +163,7 @@ class ChannelPolicy:
             return Admission.admit(first_party)
         sender_id = msg.sender or msg.chat.id  # the DM's peer, as routing.resolve takes it
         configured = bool(sender_id) and trust.identity(msg.channel, sender_id) in self.owners
-        sender = _Sender(self.pairing, msg.channel, sender_id, configured)
+        sender = _Sender(self.pairing, msg, sender_id, configured)
         group = msg.chat.type == "group"
         refused = await (self._group(msg, sender) if group else self._direct(msg, sender))
         if refused is not None:
@@ -163,10 +175,10 @@ class ChannelPolicy:
 
     async def _direct(self, msg: messages_pb2.InboundMessage, sender: _Sender) -> str | None:
         """None when the DM policy admits the sender, else the reason it is refused."""
-        policy = self.settings.dm_policy_for(msg.channel)
+        policy = self.settings.dm_policy_for(msg.channel, msg.account)
         if sender.configured or policy is DmPolicy.OPEN:
             return None
-        if sender.id and sender.id in self.settings.channel(msg.channel).allow_from:
+        if sender.id and sender.id in self.settings.channel(msg.channel, msg.account).allow_from:
             return None
         if policy is DmPolicy.ALLOWLIST:
             return NOT_ALLOWED
@@ -179,23 +191,23 @@ class ChannelPolicy:
     async def _group(self, msg: messages_pb2.InboundMessage, sender: _Sender) -> str | None:
         """None when the group policy, the group's sender allowlist and mention gating admit
         the message, else the reason of the first that refuses it."""
-        channel = msg.channel
-        security = self.settings.channel(channel)
+        channel, account = msg.channel, msg.account
+        security = self.settings.channel(channel, account)
         mentioned = msg.mentions_bot or (
-            self.settings.group_activation_for(channel) is GroupActivation.ALWAYS
+            self.settings.group_activation_for(channel, account) is GroupActivation.ALWAYS
         )
         listed = (
             sender.configured
             or not security.group_allow_from
             or sender.id in security.group_allow_from
         )
-        policy = self.settings.group_policy_for(channel)
+        policy = self.settings.group_policy_for(channel, account)
         if policy is not GroupPolicy.OPEN and msg.chat.id not in security.groups:
             if policy is GroupPolicy.ALLOWLIST or not msg.chat.id:
                 return GROUP_NOT_ALLOWED
             if self.pairing is None:
                 return GROUP_PAIRING_REQUIRED
-            if not await self.pairing.is_paired(channel, group_sender(msg.chat.id)):
+            if not await self.pairing.is_paired(channel, group_sender(msg.chat.id), account):
                 # Only a message that would run asks: chatter makes no requests.
                 if mentioned and (listed or await sender.owner()):
                     return await self._ask(msg, group_sender(msg.chat.id), GROUP_PAIRING_REQUIRED)

@@ -24,9 +24,11 @@ class CountingStore(PairingStore):
 
     lookups = 0
 
-    async def paired_sender(self, channel: str, sender: str) -> router_pb2.PairedSender | None:
+    async def paired_sender(
+        self, channel: str, sender: str, account: str = ""
+    ) -> router_pb2.PairedSender | None:
         self.lookups += 1
-        return await super().paired_sender(channel, sender)
+        return await super().paired_sender(channel, sender, account)
 
 
 class Notes:

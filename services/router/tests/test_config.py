@@ -129,6 +129,10 @@ def test_json_map_with_variables_winning() -> None:
         ({"SB_CHANNEL_SECURITY": '{"slack": {"group_policy": "x"}}'}, "group_policy"),
         ({"SB_CHANNEL_SECURITY": '{"slack": {"groups": [true]}}'}, "groups"),
         ({"SB_CHANNEL_SECURITY": '{"slack": {"group_allow": ["1"]}}'}, "group_allow"),
+        ({"SB_CHANNEL_SECURITY": '{"slack": {"accounts": {"Acme Inc": {}}}}'}, "Acme Inc"),
+        ({"SB_CHANNEL_SECURITY": '{"slack": {"accounts": {"default": {}}}}'}, "'default'"),
+        ({"SB_CHANNEL_SECURITY": '{"slack": {"accounts": {"a": {"groups": "C1"}}}}'}, "groups"),
+        ({"SB_CHANNEL_SECURITY": '{"slack": {"accounts": {"a": {"accounts": {}}}}}'}, "accounts"),
     ],
 )
 def test_bad_values_name_the_variable(environ: dict[str, str], variable: str) -> None:
@@ -185,3 +189,23 @@ def test_no_other_service_setting_looks_like_a_channel_variable() -> None:
     assert len(names) > 100  # every service's settings were read
     claimed = {n for n in names if _CHANNEL_VARIABLE.match(n)}
     assert claimed == set()
+
+
+def test_an_account_entry_replaces_the_fields_it_gives() -> None:
+    s = RouterSettings.from_environ(
+        {
+            "SB_CHANNEL_SECURITY": '{"telegram": {"dm_policy": "allowlist", "allow_from": ["9"],'
+            ' "groups": ["-1"], "accounts": {"family": {"allow_from": ["7"],'
+            ' "dm_policy": "pairing"}, "quiet": {"group_activation": "always"}}}}',
+            "SB_TELEGRAM_GROUPS": '["-5"]',  # the channel's variable: the channel's field
+        }
+    )
+    assert s.channel("telegram").allow_from == {"9"}
+    assert s.channel("telegram", "default").allow_from == {"9"}
+    assert s.channel("telegram", "family").allow_from == {"7"}
+    assert s.channel("telegram", "family").groups == {"-5"}  # not given: the channel's
+    assert s.channel("telegram", "nobody").allow_from == {"9"}
+    assert s.dm_policy_for("telegram", "family") is DmPolicy.PAIRING
+    assert s.dm_policy_for("telegram", "quiet") is DmPolicy.ALLOWLIST
+    assert s.group_activation_for("telegram", "quiet") is GroupActivation.ALWAYS
+    assert s.group_activation_for("telegram") is GroupActivation.MENTION

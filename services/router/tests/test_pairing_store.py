@@ -50,7 +50,7 @@ def message(
 ) -> messages_pb2.InboundMessage:
     ref = messages_pb2.ChatRef(id=chat or sender, type="direct")
     return messages_pb2.InboundMessage(
-        channel=channel, account="main", sender=sender, chat=ref, text=text
+        channel=channel, account="default", sender=sender, chat=ref, text=text
     )
 
 
@@ -76,7 +76,7 @@ async def test_a_request_holds_what_the_operator_decides_on(nc: NATS) -> None:
     assert request is not None and asked.new and not asked.limited
     assert (request.channel, request.account, request.sender, request.chat_id) == (
         "telegram",
-        "main",
+        "default",
         "7",
         "c7",
     )

@@ -37,3 +37,17 @@ def test_explicit_session_and_agent_win() -> None:
 def test_unroutable_messages_raise(m: messages_pb2.InboundMessage) -> None:
     with pytest.raises(RouteError):
         resolve(m, "main")
+
+
+def test_a_named_account_has_its_own_sessions() -> None:
+    """Two bots (or Slack workspaces) of one channel: a named account's chats are sessions of
+    their own; the account ``default`` (or none) keeps the bare channel, as before accounts."""
+    dm = messages_pb2.ChatRef(id="42")
+    room = messages_pb2.ChatRef(id="C9", type="group")
+    for account in ("", "default"):
+        m = msg(channel="telegram", account=account, sender="42", chat=dm)
+        assert resolve(m, "main").session_key == "main:telegram:42"
+    m = msg(channel="telegram", account="family", sender="42", chat=dm)
+    assert resolve(m, "main").session_key == "main:telegram@family:42"
+    m = msg(channel="slack", account="acme", sender="U1", chat=room)
+    assert resolve(m, "main").session_key == "main:slack@acme:group:C9"

@@ -47,6 +47,22 @@ def group_tools(config: Config) -> list[str]:
     ]
 
 
+def _scopes(router: Any, channel: str) -> list[tuple[str, str]]:
+    """(what to call it, account) for ``channel`` and each account with settings of its own
+    (``channel_security.<channel>.accounts``): ``telegram``, ``telegram/family``."""
+    found = getattr(router, "channel_security", {}).get(channel)
+    accounts = sorted(getattr(found, "accounts", None) or ())
+    return [(channel, ""), *((f"{channel}/{name}", name) for name in accounts)]
+
+
+def _setting(channel: str, account: str, field: str) -> str:
+    """Where ``field`` of a channel (``SB_TELEGRAM_GROUPS``) or of one of its accounts (in the
+    router's ``channel_security``) is set."""
+    if account:
+        return f"channel_security.{channel}.accounts.{account}.{field}"
+    return f"SB_{channel.upper()}_{field.upper()}"
+
+
 def check_groups(config: Config) -> Iterable[Finding]:
     router = config.get("router")
     if router is None:
@@ -55,27 +71,8 @@ def check_groups(config: Config) -> Iterable[Finding]:
     risky = group_tools(config)
     shown = ", ".join(t if t != "github__any" else "MCP tools" for t in risky)
     for channel in channels:
-        policy = _value(router.group_policy_for(channel))
-        variable = f"SB_{channel.upper()}_GROUP_POLICY"
-        if policy == "open" and risky:
-            yield Finding(
-                CRITICAL,
-                "groups",
-                f"{channel}: every group that adds the bot reaches the agent ({variable} or"
-                f" SB_GROUP_POLICY is open), and group runs may use {shown}",
-                f"SB_GROUP_POLICY=allowlist with SB_{channel.upper()}_GROUPS='[\"<group id>\"]'"
-                " (or pairing), or SB_GROUP_TOOL_PROFILE=group",
-            )
-        elif policy == "open":
-            yield Finding(
-                WARNING,
-                "groups",
-                f"{channel}: every group that adds the bot reaches the agent (with the group"
-                " tool profile)",
-                f"SB_GROUP_POLICY=allowlist with SB_{channel.upper()}_GROUPS, or pairing",
-            )
-        else:
-            yield Finding(OK, "groups", f"{channel}: groups are admitted by {policy}")
+        for name, account in _scopes(router, channel):
+            yield _group_finding(router, channel, account, name, shown)
     if risky and channels:
         yield Finding(
             WARNING,
@@ -85,20 +82,45 @@ def check_groups(config: Config) -> Iterable[Finding]:
         )
 
 
+def _group_finding(router: Any, channel: str, account: str, name: str, shown: str) -> Finding:
+    """What the group policy of ``channel`` (of its ``account``, called ``name``) lets in."""
+    policy = _value(router.group_policy_for(channel, account))
+    groups = _setting(channel, account, "groups")
+    if policy != "open":
+        return Finding(OK, "groups", f"{name}: groups are admitted by {policy}")
+    if shown:
+        return Finding(
+            CRITICAL,
+            "groups",
+            f"{name}: every group that adds the bot reaches the agent"
+            f" ({_setting(channel, account, 'group_policy')} or SB_GROUP_POLICY is open),"
+            f" and group runs may use {shown}",
+            f"SB_GROUP_POLICY=allowlist with {groups}='[\"<group id>\"]' (or pairing), or"
+            " SB_GROUP_TOOL_PROFILE=group",
+        )
+    return Finding(
+        WARNING,
+        "groups",
+        f"{name}: every group that adds the bot reaches the agent (with the group tool profile)",
+        f"SB_GROUP_POLICY=allowlist with {groups}, or pairing",
+    )
+
+
 def check_direct(config: Config) -> Iterable[Finding]:
     router = config.get("router")
     if router is None:
         return
     channels = served_channels(config)
     for channel in channels:
-        if _value(router.dm_policy_for(channel)) == "open":
-            yield Finding(
-                WARNING,
-                "direct messages",
-                f"{channel}: anyone who writes to the bot gets a conversation with the agent"
-                " (DM policy open; each in a workspace and memory of their own)",
-                f"SB_{channel.upper()}_DM_POLICY=pairing (the default) or allowlist",
-            )
+        for name, account in _scopes(router, channel):
+            if _value(router.dm_policy_for(channel, account)) == "open":
+                yield Finding(
+                    WARNING,
+                    "direct messages",
+                    f"{name}: anyone who writes to the bot gets a conversation with the agent"
+                    " (DM policy open; each in a workspace and memory of their own)",
+                    f"{_setting(channel, account, 'dm_policy')}=pairing (the default) or allowlist",
+                )
     owners = list(getattr(router, "owners", ())) + list(getattr(router, "approvers", ()))
     if channels and not owners:
         yield Finding(

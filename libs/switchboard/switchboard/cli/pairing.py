@@ -43,6 +43,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     revoke = actions.add_parser("revoke", help="take a sender's (or group's) approval back")
     revoke.add_argument("channel")
     revoke.add_argument("sender", help="a sender id, or group:<chat id> for a group")
+    revoke.add_argument(
+        "--account", default="", help="the channel's account it was approved on (default: default)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -51,6 +54,12 @@ def _when(ms: int) -> str:
 
 
 GROUP_PREFIX = "group:"  # the router's sender for a group (switchboard_router.pairing)
+
+
+def _on(record: dict[str, Any]) -> str:
+    """The channel, with its account when it is not the default one (``telegram/family``)."""
+    account = record.get("account") or "default"
+    return record["channel"] if account == "default" else f"{record['channel']}/{account}"
 
 
 def _who(sender: str) -> str:
@@ -65,7 +74,7 @@ def _print_requests(found: list[dict[str, Any]]) -> None:
         print("no pending pairing requests")
     for r in found:
         print(
-            f"{r['channel']:<10} {r['code']}  {_who(r['sender'])}  "
+            f"{_on(r):<10} {r['code']}  {_who(r['sender'])}  "
             f"expires {_when(r['expires_at_ms'])}  {r['text'][:40]!r}"
         )
 
@@ -74,9 +83,7 @@ def _print_paired(senders: list[dict[str, Any]]) -> None:
     for s in senders:
         group = s["sender"].startswith(GROUP_PREFIX)
         role = "" if group else f"  role {s.get('role') or 'user'}"
-        print(
-            f"{s['channel']:<10} {_who(s['sender'])}{role}  approved {_when(s['approved_at_ms'])}"
-        )
+        print(f"{_on(s):<10} {_who(s['sender'])}{role}  approved {_when(s['approved_at_ms'])}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                 reply = gateway.call("POST", route)
             verb = "approved" if args.action == "approve" else "denied"
             as_owner = " as an owner" if reply.get("role") == "owner" else ""
-            print(f"{verb}: {_who(reply['sender'])} on {reply['channel']}{as_owner}")
+            print(f"{verb}: {_who(reply['sender'])} on {_on(reply)}{as_owner}")
         elif args.action == "paired":
             senders = gateway.call("GET", "/api/pairing/paired", channel=args.channel)["senders"]
             if args.json:
@@ -109,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
                 _print_paired(senders)
         else:
             path = f"/api/pairing/paired/{quote(args.channel, safe='')}"
-            gateway.call("DELETE", f"{path}/{quote(args.sender, safe='')}")
-            print(f"revoked: {_who(args.sender)} on {args.channel}")
+            query = {"account": args.account} if args.account else {}
+            reply = gateway.call("DELETE", f"{path}/{quote(args.sender, safe='')}", **query)
+            print(f"revoked: {_who(args.sender)} on {_on(reply)}")
     except AdminError as exc:
         print(f"switchboard pairing: {exc}", file=sys.stderr)
         return 1

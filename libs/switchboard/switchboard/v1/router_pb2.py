@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bswitchboard/v1/router.proto\x12\x0eswitchboard.v1\"\x9d\x01\n\x0ePairingRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x07 \x01(\x03\x12\x15\n\rexpires_at_ms\x18\x08 \x01(\x03\"j\n\x0cPairedSender\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x13\n\x0b\x61pproved_by\x18\x03 \x01(\t\x12\x16\n\x0e\x61pproved_at_ms\x18\x04 \x01(\x03\x12\x0c\n\x04role\x18\x05 \x01(\t\"%\n\x12ListPairingRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\"G\n\x13ListPairingResponse\x12\x30\n\x08requests\x18\x01 \x03(\x0b\x32\x1e.switchboard.v1.PairingRequest\"C\n\x12ListPairedResponse\x12-\n\x07senders\x18\x01 \x03(\x0b\x32\x1c.switchboard.v1.PairedSender\"S\n\x0fPairingDecision\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\x08\"0\n\rRevokeRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t2\x95\x03\n\x0bRouterAdmin\x12V\n\x0bListPairing\x12\".switchboard.v1.ListPairingRequest\x1a#.switchboard.v1.ListPairingResponse\x12H\n\x07\x41pprove\x12\x1f.switchboard.v1.PairingDecision\x1a\x1c.switchboard.v1.PairedSender\x12G\n\x04\x44\x65ny\x12\x1f.switchboard.v1.PairingDecision\x1a\x1e.switchboard.v1.PairingRequest\x12T\n\nListPaired\x12\".switchboard.v1.ListPairingRequest\x1a\".switchboard.v1.ListPairedResponse\x12\x45\n\x06Revoke\x12\x1d.switchboard.v1.RevokeRequest\x1a\x1c.switchboard.v1.PairedSenderb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bswitchboard/v1/router.proto\x12\x0eswitchboard.v1\"\x9d\x01\n\x0ePairingRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x02 \x01(\t\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x15\n\rcreated_at_ms\x18\x07 \x01(\x03\x12\x15\n\rexpires_at_ms\x18\x08 \x01(\x03\"{\n\x0cPairedSender\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x13\n\x0b\x61pproved_by\x18\x03 \x01(\t\x12\x16\n\x0e\x61pproved_at_ms\x18\x04 \x01(\x03\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x06 \x01(\t\"%\n\x12ListPairingRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\"G\n\x13ListPairingResponse\x12\x30\n\x08requests\x18\x01 \x03(\x0b\x32\x1e.switchboard.v1.PairingRequest\"C\n\x12ListPairedResponse\x12-\n\x07senders\x18\x01 \x03(\x0b\x32\x1c.switchboard.v1.PairedSender\"S\n\x0fPairingDecision\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\x08\"A\n\rRevokeRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x63\x63ount\x18\x03 \x01(\t2\x95\x03\n\x0bRouterAdmin\x12V\n\x0bListPairing\x12\".switchboard.v1.ListPairingRequest\x1a#.switchboard.v1.ListPairingResponse\x12H\n\x07\x41pprove\x12\x1f.switchboard.v1.PairingDecision\x1a\x1c.switchboard.v1.PairedSender\x12G\n\x04\x44\x65ny\x12\x1f.switchboard.v1.PairingDecision\x1a\x1e.switchboard.v1.PairingRequest\x12T\n\nListPaired\x12\".switchboard.v1.ListPairingRequest\x1a\".switchboard.v1.ListPairedResponse\x12\x45\n\x06Revoke\x12\x1d.switchboard.v1.RevokeRequest\x1a\x1c.switchboard.v1.PairedSenderb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,17 +34,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PAIRINGREQUEST']._serialized_start=48
   _globals['_PAIRINGREQUEST']._serialized_end=205
   _globals['_PAIREDSENDER']._serialized_start=207
-  _globals['_PAIREDSENDER']._serialized_end=313
-  _globals['_LISTPAIRINGREQUEST']._serialized_start=315
-  _globals['_LISTPAIRINGREQUEST']._serialized_end=352
-  _globals['_LISTPAIRINGRESPONSE']._serialized_start=354
-  _globals['_LISTPAIRINGRESPONSE']._serialized_end=425
-  _globals['_LISTPAIREDRESPONSE']._serialized_start=427
-  _globals['_LISTPAIREDRESPONSE']._serialized_end=494
-  _globals['_PAIRINGDECISION']._serialized_start=496
-  _globals['_PAIRINGDECISION']._serialized_end=579
-  _globals['_REVOKEREQUEST']._serialized_start=581
-  _globals['_REVOKEREQUEST']._serialized_end=629
-  _globals['_ROUTERADMIN']._serialized_start=632
-  _globals['_ROUTERADMIN']._serialized_end=1037
+  _globals['_PAIREDSENDER']._serialized_end=330
+  _globals['_LISTPAIRINGREQUEST']._serialized_start=332
+  _globals['_LISTPAIRINGREQUEST']._serialized_end=369
+  _globals['_LISTPAIRINGRESPONSE']._serialized_start=371
+  _globals['_LISTPAIRINGRESPONSE']._serialized_end=442
+  _globals['_LISTPAIREDRESPONSE']._serialized_start=444
+  _globals['_LISTPAIREDRESPONSE']._serialized_end=511
+  _globals['_PAIRINGDECISION']._serialized_start=513
+  _globals['_PAIRINGDECISION']._serialized_end=596
+  _globals['_REVOKEREQUEST']._serialized_start=598
+  _globals['_REVOKEREQUEST']._serialized_end=663
+  _globals['_ROUTERADMIN']._serialized_start=666
+  _globals['_ROUTERADMIN']._serialized_end=1071
 # @@protoc_insertion_point(module_scope)

@@ -27,18 +27,20 @@ class PairingRequest(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., code: _Optional[str] = ..., chat_id: _Optional[str] = ..., text: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
 
 class PairedSender(_message.Message):
-    __slots__ = ("channel", "sender", "approved_by", "approved_at_ms", "role")
+    __slots__ = ("channel", "sender", "approved_by", "approved_at_ms", "role", "account")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     APPROVED_BY_FIELD_NUMBER: _ClassVar[int]
     APPROVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     channel: str
     sender: str
     approved_by: str
     approved_at_ms: int
     role: str
-    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ..., approved_by: _Optional[str] = ..., approved_at_ms: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
+    account: str
+    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ..., approved_by: _Optional[str] = ..., approved_at_ms: _Optional[int] = ..., role: _Optional[str] = ..., account: _Optional[str] = ...) -> None: ...
 
 class ListPairingRequest(_message.Message):
     __slots__ = ("channel",)
@@ -71,9 +73,11 @@ class PairingDecision(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., code: _Optional[str] = ..., decided_by: _Optional[str] = ..., owner: _Optional[bool] = ...) -> None: ...
 
 class RevokeRequest(_message.Message):
-    __slots__ = ("channel", "sender")
+    __slots__ = ("channel", "sender", "account")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     channel: str
     sender: str
-    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ...) -> None: ...
+    account: str
+    def __init__(self, channel: _Optional[str] = ..., sender: _Optional[str] = ..., account: _Optional[str] = ...) -> None: ...

@@ -42,6 +42,7 @@ def run_standing(item: messages_pb2.LaneItem, stored: str = "") -> Standing:
         chat_type=m.chat.type,
         stamped=item.standing,
         stored=stored,
+        account=m.account,
     )
 
 
@@ -49,7 +50,7 @@ def to_remember(item: messages_pb2.LaneItem, stored: str) -> str:
     """What the session should remember from ``item`` when that differs from ``stored``
     ("" : nothing new: not its own person speaking, or the same standing)."""
     m = item.message
-    value = trust.remembered(item.session_key, m.role, m.channel, m.sender, m.chat.id)
+    value = trust.remembered(item.session_key, m.role, m.channel, m.sender, m.chat.id, m.account)
     return value if value and value != stored else ""
 
 
