@@ -176,6 +176,33 @@ def test_config_set_keeps_comments_and_refuses_a_bad_value(tmp_path: Path) -> No
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_config_set_reaches_inside_a_table_setting(tmp_path: Path) -> None:
+    """An allowlist of one account, written by its path: the tables on the way are made, the
+    router reads it, a bad field inside is refused with nothing written, and so is a path
+    through a value that is not a table."""
+    path = write(tmp_path, FILE, 0o600)
+    env = {"MY_TOKEN": TOKEN}
+    key = "router.channel_security.telegram.accounts.family.allow_from"
+    done = cli(tmp_path, "config", "set", key, '["43"]', env=env)
+    assert done.returncode == 0, done.stderr
+    text = path.read_text(encoding="utf-8")
+    assert "[router.channel_security.telegram.accounts.family]" in text
+    assert "# small on purpose" in text
+    settings = RouterSettings.from_environ(load(path, env).environ)
+    assert settings.channel("telegram", "family").allow_from == {"43"}
+    assert settings.channel("telegram").allow_from == frozenset()
+    got = cli(tmp_path, "config", "get", "router.channel_security.telegram.accounts")
+    assert json.loads(got.stdout) == {"family": {"allow_from": ["43"]}}
+
+    bad = cli(tmp_path, "config", "set", "router.channel_security.telegram.grops", "[]", env=env)
+    assert bad.returncode == 1 and "grops" in bad.stderr
+    through = cli(tmp_path, "config", "set", "router.dm_policy.telegram", "open", env=env)
+    assert through.returncode == 1 and "unknown setting" in through.stderr
+    into_value = cli(tmp_path, "config", "set", f"{key}.x", "1", env=env)
+    assert into_value.returncode == 1 and "not a table" in into_value.stderr
+    assert path.read_text(encoding="utf-8") == text
+
+
 def test_config_show_get_validate_and_doctor(tmp_path: Path) -> None:
     path = write(tmp_path, FILE.replace('"env:MY_TOKEN"', f'"{TOKEN}"'), 0o600)
     shown = cli(tmp_path, "config", "show")

@@ -22,16 +22,23 @@ from .load import Loaded, _is_reference, check, parse
 REDACTED = "**********"
 
 
-def setting_of(path: Path, dotted: str) -> tuple[str, str, Setting]:
-    """``gateway.http_port`` (or ``log_level`` at the top level) -> section, key, setting."""
+def setting_of(path: Path, dotted: str) -> tuple[str, str, Setting, tuple[str, ...]]:
+    """``gateway.http_port`` (or ``log_level`` at the top level) -> section, key, setting, and
+    the path inside a table-valued setting (``router.channel_security.telegram.groups`` ->
+    ``("telegram", "groups")``; empty for a whole setting)."""
     found = catalog()
-    section, _, key = dotted.rpartition(".")
-    setting = found.sections.get(section, {}).get(key)
-    if setting is None:
-        every = [found.dotted(s, k) for s, keys in found.sections.items() for k in keys]
-        hint = nearest(dotted, every)
-        raise ConfigError([Problem(path, None, dotted, f"unknown setting{hint}")])
-    return section, key, setting
+    parts = dotted.split(".")
+    for cut in (1, 0) if len(parts) > 1 else (0,):  # [section.]key[.inner...]
+        section, key = parts[0] if cut else TOP, parts[cut]
+        setting = found.sections.get(section, {}).get(key)
+        inner = tuple(parts[cut + 1 :])
+        if setting is not None and (not inner or "object" in setting.type.kind):
+            if any(not part for part in inner):
+                break
+            return section, key, setting, inner
+    every = [found.dotted(s, k) for s, keys in found.sections.items() for k in keys]
+    hint = nearest(dotted, every)
+    raise ConfigError([Problem(path, None, dotted, f"unknown setting{hint}")])
 
 
 def parse_value(text: str) -> Any:
@@ -68,33 +75,43 @@ def redacted(path: Path) -> str:
 
 def get(path: Path, dotted: str) -> tuple[Any, Setting] | None:
     """The value written for ``dotted`` (secrets redacted), None when the file does not set it."""
-    section, key, setting = setting_of(path, dotted)
+    section, key, setting, inner = setting_of(path, dotted)
     document = parse(path, path.read_text(encoding="utf-8")) if path.exists() else {}
-    table = document if section == TOP else document.get(section, {})
-    if key not in table:
-        return None
-    value = table[key]
+    value: Any = document if section == TOP else document.get(section, {})
+    for name in (key, *inner):
+        if not isinstance(value, dict) or name not in value:
+            return None
+        value = value[name]
     if setting.secret and value and not _is_reference(value):
         value = REDACTED
     return value, setting
 
 
+def _table(path: Path, parent: Any, name: str, where: str) -> Any:
+    """``parent[name]``, a table made when absent; ConfigError when it is something else."""
+    if name not in parent:
+        parent[name] = tomlkit.table()
+    found = parent[name]
+    if not isinstance(found, dict):
+        problem = "is not a table: set the whole value instead"
+        raise ConfigError([Problem(path, None, where, problem)])
+    return found
+
+
 def set_value(path: Path, dotted: str, text: str, environ: Mapping[str, str]) -> Loaded:
     """Write ``dotted = text`` into the file when the whole new file is valid; atomically (a
-    temporary file renamed over it), keeping comments. A file holding a secret value is made
-    0600; otherwise the mode stays (0600 for a new file). ConfigError: nothing was written."""
-    section, key, setting = setting_of(path, dotted)
+    temporary file renamed over it), keeping comments. ``dotted`` may reach inside a table
+    setting (``router.channel_security.telegram.groups``: the tables on the way are made). A
+    file holding a secret value is made 0600; otherwise the mode stays (0600 for a new file).
+    ConfigError: nothing was written."""
+    section, key, setting, inner = setting_of(path, dotted)
     document = _document(path)
     value = parse_value(text)
-    if section == TOP:
-        document[key] = value
-    else:
-        if section not in document:
-            document[section] = tomlkit.table()
-        table = document[section]
-        if not isinstance(table, Table):
-            raise ConfigError([Problem(path, None, section, "is not a table ([section])")])
-        table[key] = value
+    table: Any = document if section == TOP else _table(path, document, section, section)
+    names = (key, *inner)
+    for depth, name in enumerate(names[:-1], start=1):
+        table = _table(path, table, name, ".".join((section, *names[:depth])).lstrip("."))
+    table[names[-1]] = value
     new_text = tomlkit.dumps(document)
     mode = (os.stat(path).st_mode & 0o777) if path.exists() else 0o600
     if setting.secret and value and not _is_reference(value):
