@@ -129,6 +129,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             s.sessions_command(),
             s.tools_result("*"),
             s.tools_update("*"),
+            s.tools_changed(),  # an executor's tools changed: the agent's specs are stale
             f"{p}.approvals.>",  # wake-ups of waiting runs, and the router's chat decisions
         ]
     elif service == "tools":
@@ -139,6 +140,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             s.tools_update("*"),
             s.tools_proc("*"),
             s.tools_procs(),
+            s.tools_changed(),
         ]
         subscribe += [s.tools_specs(), s.tools_cancel("*"), s.tools_proc("*"), s.tools_procs()]
     elif service == "scheduler":

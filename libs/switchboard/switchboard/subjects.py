@@ -37,6 +37,11 @@ class Subjects:
     def tools_specs(self) -> str:
         return f"{self.prefix}.tools.specs"
 
+    def tools_changed(self) -> str:
+        """Core subject: an executor's tools changed (an MCP server added, removed, restarted
+        or re-listed); every agent replica drops the specs it keeps (no queue group)."""
+        return f"{self.prefix}.tools.changed"
+
     def tools_update(self, call_id: str) -> str:
         """Core subject: partial output of a tool call still running (``ToolUpdate``)."""
         return f"{self.prefix}.tools.update.{call_id}"

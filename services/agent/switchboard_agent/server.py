@@ -111,6 +111,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
         approvals = ApprovalStore(pool)
         waiter = ApprovalWaiter(rt.nc, rt.subjects, approvals)
         tools = ToolDispatcher(rt.nc, rt.js, rt.subjects, settings.tool_timeout_s)
+        await tools.watch_changes()
         outbound = OutboundPublisher(rt.js, rt.subjects)
         memory = _memory(settings, rt)
         media = _media(settings, rt)

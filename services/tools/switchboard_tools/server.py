@@ -5,7 +5,9 @@ Besides the built-in tools it offers the tools of the MCP servers in ``SB_MCP_SE
 (:mod:`switchboard_tools.mcp`), which it starts (stdio, in the sandbox) or connects to
 (streamable HTTP) and supervises. The spec request (``sb.tools.specs``) may carry
 ``{"agent": "<id>"}``: the answer then holds the MCP tools offered to that agent; an empty
-request (older agents) gets the built-in tools and those of servers offered to every agent."""
+request (older agents) gets the built-in tools and those of servers offered to every agent.
+A change of ``SB_MCP_SERVERS`` in the configuration file is applied while it runs
+(:mod:`switchboard_tools.mcp.running`)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from switchboard.v1 import messages_pb2
 from .builtin import builtin_registry
 from .config import CONSUMER, ToolsSettings
 from .errors import ToolError
+from .mcp.running import RunningServers
 from .metrics import BUSY_SLOTS, EXECUTION_SECONDS, EXECUTIONS
 from .procbus import ProcessBus
 from .procs import ProcessLimits, ProcessManager
@@ -248,20 +251,11 @@ async def _serve(settings: ToolsSettings, rt: ServiceRuntime, sandbox: LayeredSa
         exec_mode=settings.exec_mode,
         a2a=settings,
     )
-    mcp: McpHub | None = None
-    if settings.mcp_servers:  # the mcp package is imported only when servers are configured
-        from .mcp.hub import McpHub
-
-        mcp = McpHub(
-            settings.mcp_servers,
-            sandbox,
-            settings.sandbox_profile(),
-            settings.workspace_root(),
-            settings.tool_args_max_bytes,
-        )
-        mcp.start()
-        rt.stack.push_async_callback(mcp.close)
-    executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, mcp)
+    servers = RunningServers(settings, sandbox, rt.nc, rt.subjects.tools_changed())
+    rt.stack.push_async_callback(servers.close)
+    executor = Executor(rt.nc, rt.subjects, settings, tools, sandbox, processes, servers.start())
+    servers.user = executor
+    rt.on_reload(servers.reload)  # SB_MCP_SERVERS changed in the configuration file
     await executor.serve_processes()
     rt.stack.push_async_callback(executor.close)
     await rt.nc.subscribe(rt.subjects.tools_specs(), queue="tools", cb=executor.answer_specs)

@@ -45,7 +45,8 @@ class CallResult:
 
 
 # How long the executors' tool specs are reused: a request-reply over NATS each run would cost
-# about a millisecond; an MCP server's tools appearing a minute late surprised.
+# about a millisecond; an MCP server's tools appearing a minute late surprised. An executor whose
+# tools change says so on sb.tools.changed (see watch_changes): the next run asks again.
 SPECS_TTL_S = 5.0
 
 OnUpdate = Callable[[CallRequest, str], Awaitable[None]]
@@ -58,23 +59,38 @@ class ToolDispatcher:
         self.subjects = subjects
         self.timeout_s = timeout_s
         self._specs: dict[str | None, tuple[float, list[ToolSpec]]] = {}
+        self._generation = 0  # counts the executors' notices that their tools changed
+
+    async def watch_changes(self) -> Subscription:
+        """Drop the kept specs whenever an executor says its tools changed (an MCP server
+        added, removed, restarted or re-listed: ``sb.tools.changed``), so that the next run
+        asks again. The TTL still bounds a notice that was lost."""
+
+        async def changed(_: Msg) -> None:
+            self._generation += 1
+            # Stale, not forgotten: still the answer when no executor answers.
+            self._specs = {agent: (0.0, kept) for agent, (_, kept) in self._specs.items()}
+
+        return await self.nc.subscribe(self.subjects.tools_changed(), cb=changed)
 
     async def specs(self, agent: str | None = None) -> list[ToolSpec]:
         """The executors' tool specs for ``agent`` (the MCP servers offered to it; ``None``:
-        those offered to every agent), cached for ``SPECS_TTL_S`` per agent (an MCP server
-        that starts or changes its tools is offered within that); the last known (else empty)
+        those offered to every agent), kept for ``SPECS_TTL_S`` per agent or until an
+        executor says its tools changed (:meth:`watch_changes`); the last known (else empty)
         when no executor answers."""
         at, cached = self._specs.get(agent, (0.0, []))
         if cached and time.monotonic() - at < SPECS_TTL_S:
             return cached
         request = json.dumps({"agent": agent}).encode() if agent else b""
+        generation = self._generation
         try:
             reply = await self.nc.request(self.subjects.tools_specs(), request, timeout=2.0)
         except Exception:
             log.warning("no tool executor answered the spec request; running without tools")
             return cached
         specs = [ToolSpec.from_wire(s) for s in json.loads(reply.data)]
-        self._specs[agent] = (time.monotonic(), specs)
+        if generation == self._generation:  # else a change came while asking: not kept
+            self._specs[agent] = (time.monotonic(), specs)
         return specs
 
     async def run_all(

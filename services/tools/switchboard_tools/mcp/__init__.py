@@ -5,7 +5,9 @@ the executor's sandbox like exec's commands -- or streamable HTTP (:mod:`.transp
 through the ``mcp`` package's :class:`~mcp.ClientSession`), their tools offered per agent as
 ``<server>__<tool>`` and validated against their JSON Schemas like the built-in tools
 (:mod:`.tool`, :mod:`.hub`). Tool policy and approvals apply in the agent as for any tool
-(``group:mcp`` names every ``server__tool``)."""
+(``group:mcp`` names every ``server__tool``). A change of ``SB_MCP_SERVERS`` in the configuration
+file applies while the executor runs (:mod:`.running`: servers added, removed or changed; the
+others untouched), and a change of the tools offered is announced on ``sb.tools.changed``."""
 
 from __future__ import annotations
 

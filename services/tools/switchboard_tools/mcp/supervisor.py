@@ -7,6 +7,10 @@ found it closed). It then reconnects, after a backoff that doubles from ``backof
 ``backoff_s[1]`` while attempts keep failing; a call arriving meanwhile cuts the wait short and
 waits for that attempt, so a crashed server is restarted for the next call. The tools last
 listed stay offered while the server is away; calling one then gives a readable error.
+
+:meth:`McpServer.close` stops it for good (a reload removed or changed it, or the executor
+stops): its process is stopped, and a call still going on, or waiting for a connection, ends at
+once with a readable error rather than waiting for a session that will not come.
 """
 
 from __future__ import annotations
@@ -14,33 +18,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types
-from jsonschema import Draft202012Validator, SchemaError
 from mcp import ClientSession, MCPError
 from mcp.client._transport import TransportStreams
 from mcp.client.session import IncomingMessage
 
 from switchboard_tools.errors import McpUnavailable, ToolError
 from switchboard_tools.mcp.config import McpServerConfig
-from switchboard_tools.mcp.tool import TOOL_NAME, McpTool, mcp_tool, namespaced
+from switchboard_tools.mcp.failures import CONNECT_TIMEOUT_S, SessionGone, describe, short
+from switchboard_tools.mcp.tool import McpTool, adapt
 from switchboard_tools.metrics import MCP_CONNECTS, MCP_TOOLS
 from switchboard_tools.registry import ToolRegistry
-from switchboard_tools.sandbox import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
-# The longest the connection, the initialize handshake and one tools/list may take.
-CONNECT_TIMEOUT_S = 30.0
 # Most tools taken from one server (pages of tools/list are read until then).
 MAX_TOOLS = 500
-# Longest MCP protocol error message passed on to the model.
-_MAX_MESSAGE = 300
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="1")
+T = TypeVar("T")
 
 Connector = Callable[["McpServer"], AbstractAsyncContextManager[TransportStreams]]
 
@@ -56,8 +56,10 @@ class McpServer:
         max_args_bytes: int,
         backoff_s: tuple[float, float] = (0.5, 30.0),
         ping_timeout_s: float = 5.0,
+        on_listed: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
+        self._on_listed = on_listed  # its tools were listed (again)
         self.ping_timeout_s = ping_timeout_s
         self.registry = ToolRegistry([], max_args_bytes)
         self.last_error = "it has not been started yet"
@@ -76,6 +78,8 @@ class McpServer:
         self.isolation: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
         self._probe: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()  # closed for good: see close()
+        self._stopped_as = ""
 
     @property
     def name(self) -> str:
@@ -92,7 +96,11 @@ class McpServer:
     def start(self) -> None:
         self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.name}")
 
-    async def close(self) -> None:
+    async def close(self, why: str = "stopped with the tool executor") -> None:
+        """Stop the server for good; calls going on or made from now on end with an error
+        saying it was ``why`` (e.g. "removed from the configuration")."""
+        self._stopped_as = why
+        self._stopping.set()
         if self._probe is not None:
             self._probe.cancel()
         if self._task is not None:
@@ -117,20 +125,46 @@ class McpServer:
         """Wait (within the caller's deadline) for a connection attempt when there is no
         session, so that tools of a server that was away are known."""
         if self._session is None:
-            await self._next_attempt()
+            with contextlib.suppress(McpUnavailable):  # stopped: the call says so
+                await self._unless_stopped(self._next_attempt())
 
     async def call(self, tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call ``tool`` (the server's own name). Raises :class:`ToolError` with a readable
         message when the server is away, the connection breaks or the server refuses. A call
         an HTTP server refused because it no longer knows the session (it restarted: the MCP
         spec's answer is a new session) is made again, once, on a new session."""
+        if self._stopping.is_set():  # a call that found the server just before it stopped
+            raise McpUnavailable(f"MCP server {self.name} was {self._stopped_as}.")
+        return await self._unless_stopped(self._call_retrying(tool, args))
+
+    async def _unless_stopped(self, work: Awaitable[T]) -> T:
+        """``work``, abandoned with :class:`McpUnavailable` if the server is stopped for good
+        (:meth:`close`) before it is done."""
+        task = asyncio.ensure_future(work)
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled() and self._stopping.is_set():
+            raise McpUnavailable(
+                f"MCP server {self.name} was {self._stopped_as} during the call; whether the "
+                "call took effect is unknown."
+            )
+        return task.result()
+
+    async def _call_retrying(self, tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult:
         try:
             return await self._call(await self._current(), tool, args)
-        except _SessionGone:
+        except SessionGone:
             pass
         try:
             return await self._call(await self._current(), tool, args)
-        except _SessionGone as exc:
+        except SessionGone as exc:
             raise McpUnavailable(
                 f"MCP server {self.name} keeps refusing new sessions; it is reconnected for "
                 "a later call."
@@ -163,9 +197,9 @@ class McpServer:
                 ) from exc
             if self.config.transport == "http" and await self._session_refused(session):
                 self.connection_ended(session)
-                raise _SessionGone from exc
+                raise SessionGone from exc
             raise ToolError(
-                f"MCP server {self.name} refused the call: {_short(exc.message)}"
+                f"MCP server {self.name} refused the call: {short(exc.message)}"
             ) from exc
         except (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             log.warning("MCP server %s: the connection failed during a call", self.name)
@@ -229,7 +263,7 @@ class McpServer:
                     self._attempt_over()
                     await self._serve(session)
             except Exception as exc:
-                self.last_error = _describe(exc)
+                self.last_error = describe(exc)
                 log.warning("MCP server %s: %s", self.name, self.last_error, exc_info=not connected)
             finally:
                 self._session = None
@@ -288,61 +322,11 @@ class McpServer:
                 break
         tools: dict[str, McpTool] = {}
         for item in listed[:MAX_TOOLS]:
-            tool = self._adapt(item)
+            tool = adapt(self, self.config, item)
             if tool is not None and tool.name in tools:
                 log.warning("MCP server %s lists tool %r twice", self.name, item.name)
             elif tool is not None:
                 tools[tool.name] = tool
         self.registry = ToolRegistry(tools.values(), self._max_args_bytes)
         MCP_TOOLS.labels(self.name).set(len(tools))
-
-    def _adapt(self, item: mcp_types.Tool) -> McpTool | None:
-        if not self.config.offers(item.name):
-            return None
-        name = namespaced(self.name, item.name)
-        schema = item.input_schema
-        problem = None
-        if not TOOL_NAME.match(name):
-            problem = "its name is not a valid tool name"
-        elif schema.get("type") != "object":
-            problem = "its input schema is not of type object"
-        else:
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError:
-                problem = "its input schema is not a valid JSON Schema"
-        if problem is not None:
-            log.warning("MCP server %s: tool %r not offered: %s", self.name, item.name, problem)
-            return None
-        description = (
-            item.description or item.title or f"Tool {item.name} of MCP server {self.name}"
-        )
-        return mcp_tool(self, item.name, description, schema)
-
-
-class _SessionGone(Exception):
-    """An HTTP server refused the session of a call (the call did not run)."""
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
-
-
-def _describe(exc: BaseException) -> str:
-    """Our own words for why a connection failed or ended (never the exception's text, except
-    the sandbox's and the MCP protocol's, which are written for the caller)."""
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return _describe(exc.exceptions[0])
-    if isinstance(exc, SandboxUnavailable | McpUnavailable):
-        return exc.message
-    if isinstance(exc, TimeoutError):
-        return f"it did not complete the MCP handshake within {CONNECT_TIMEOUT_S:g}s"
-    if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
-        return "it ended the connection before the MCP handshake completed (it exited?)"
-    if isinstance(exc, MCPError):
-        return f"it answered with an MCP error: {_short(exc.message)}"
-    if isinstance(exc, OSError | ToolError):
-        return "it could not be started or reached"
-    if type(exc).__module__.startswith("httpx"):
-        return "it could not be reached over HTTP"
-    return "the connection failed"
+        self._on_listed()

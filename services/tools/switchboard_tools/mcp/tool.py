@@ -5,12 +5,17 @@ of a ``tools/call`` result into a :class:`~switchboard_tools.registry.ToolOutput
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, ClassVar, Protocol
 
 import mcp_types
+from jsonschema import Draft202012Validator, SchemaError
 
+from switchboard_tools.mcp.config import McpServerConfig
 from switchboard_tools.registry import Tool, ToolContext, ToolOutput
+
+log = logging.getLogger(__name__)
 
 # What model APIs accept as a tool name; a server's tool whose namespaced name is not such a
 # name is not offered.
@@ -62,6 +67,30 @@ def mcp_tool(
     attributes = {"name": name, "description": description, "parameters": parameters}
     cls: type[McpTool] = type(f"McpTool[{name}]", (McpTool,), attributes)
     return cls(server, remote)
+
+
+def adapt(server: McpServer, config: McpServerConfig, item: mcp_types.Tool) -> McpTool | None:
+    """The listed tool ``item`` as offered (``None``: left out by ``config``'s allow/deny, or
+    with a name or input schema a model API would refuse, which is logged)."""
+    if not config.offers(item.name):
+        return None
+    name = namespaced(server.name, item.name)
+    schema = item.input_schema
+    problem = None
+    if not TOOL_NAME.match(name):
+        problem = "its name is not a valid tool name"
+    elif schema.get("type") != "object":
+        problem = "its input schema is not of type object"
+    else:
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError:
+            problem = "its input schema is not a valid JSON Schema"
+    if problem is not None:
+        log.warning("MCP server %s: tool %r not offered: %s", server.name, item.name, problem)
+        return None
+    description = item.description or item.title or f"Tool {item.name} of MCP server {server.name}"
+    return mcp_tool(server, item.name, description, schema)
 
 
 def result_output(server: str, result: mcp_types.CallToolResult) -> ToolOutput:

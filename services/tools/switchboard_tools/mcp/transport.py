@@ -128,6 +128,8 @@ async def _bridge(
         try:
             async with write_reader:
                 async for item in write_reader:
+                    if stdin.is_closing():  # it exited (uvloop refuses to write then)
+                        raise ConnectionResetError("the server's stdin is closed")
                     data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
                     stdin.write(data.encode() + b"\n")
                     await stdin.drain()
