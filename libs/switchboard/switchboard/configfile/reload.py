@@ -28,7 +28,7 @@ POLL_S = 1.0  # how often the file's mtime and size are looked at (one stat)
 # The settings applied to running services, by variable; one place (docs/config-file.md lists
 # them). Router: who may talk (policies, allowlists, owners) and where messages go (bindings);
 # agent: the model chain, the budgets, the tool policies and approval rules; scheduler: quiet
-# hours.
+# hours; tools: the MCP servers.
 RELOADABLE: dict[str, str] = {
     "SB_DM_POLICY": "router",
     "SB_GROUP_POLICY": "router",
@@ -49,6 +49,24 @@ RELOADABLE: dict[str, str] = {
     "SB_TOOL_APPROVALS": "agent",
     "SB_GROUP_TOOL_PROFILE": "agent",
     "SB_QUIET_HOURS": "scheduler",
+    "SB_MCP_SERVERS": "tools",
+    # Gateway: the chat channels' accounts (named, and the single-account settings of default).
+    "SB_TELEGRAM_ACCOUNTS": "gateway",
+    "SB_TELEGRAM_BOT_TOKEN": "gateway",
+    "SB_TELEGRAM_WEBHOOK_SECRET": "gateway",
+    "SB_TELEGRAM_MODE": "gateway",
+    "SB_TELEGRAM_WEBHOOK_URL": "gateway",
+    "SB_TELEGRAM_API_BASE": "gateway",
+    "SB_SLACK_ACCOUNTS": "gateway",
+    "SB_SLACK_BOT_TOKEN": "gateway",
+    "SB_SLACK_SIGNING_SECRET": "gateway",
+    "SB_SLACK_API_BASE": "gateway",
+    "SB_DISCORD_ACCOUNTS": "gateway",
+    "SB_DISCORD_BOT_TOKEN": "gateway",
+    "SB_DISCORD_PUBLIC_KEY": "gateway",
+    "SB_DISCORD_APPLICATION_ID": "gateway",
+    "SB_DISCORD_API_BASE": "gateway",
+    "SB_DISCORD_GATEWAY": "gateway",
 }
 # SB_<CHANNEL>_ALLOW_FROM and the other per-channel variables of the router.
 _CHANNEL = re.compile(

@@ -37,7 +37,7 @@ from switchboard.v1 import messages_pb2
 
 from ..accounts_config import DEFAULT
 from ..config import GatewaySettings
-from .accounts import Accounts
+from .accounts import Platform
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -48,7 +48,7 @@ from .base import (
     Unauthorized,
     Undeliverable,
 )
-from .discord_accounts import configured_apps
+from .discord_accounts import App, configured_apps
 from .discord_format import message_body, split_content
 from .discord_gateway import DiscordGatewayConnection, start_gateway
 from .discord_interactions import (
@@ -104,6 +104,7 @@ class DiscordAdapter:
         self._timeout_s = timeout_s
         self._client: httpx.AsyncClient | None = None
         self.gateway = gateway  # hold the gateway connection (under a lease) when started
+        self.leased = gateway
         self._gateway: LeasedWork | None = None
         self.on_publish: OnPublish | None = None  # gateway-connection messages (typing)
         self.connection: DiscordGatewayConnection | None = None
@@ -341,22 +342,21 @@ def _nonce(run_id: str, part: int, index: int) -> str:
     return hashlib.sha256(f"{run_id}:{part}:{index}".encode()).hexdigest()[:25]
 
 
+def _adapter(_: GatewaySettings, app: App) -> DiscordAdapter:
+    return DiscordAdapter(
+        app.token,
+        app.public_key,
+        app.api_base,
+        app.application_id,
+        gateway=app.gateway,
+        account=app.account,
+    )
+
+
+PLATFORM = Platform(DiscordAdapter.name, configured_apps, _adapter)
+
+
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
     """The ``default`` application (SB_DISCORD_BOT_TOKEN) alone as before, or with the named
     ones of SB_DISCORD_ACCOUNTS every application behind one :class:`~.accounts.Accounts`."""
-    apps = {
-        app.account: DiscordAdapter(
-            app.token,
-            app.public_key,
-            app.api_base,
-            app.application_id,
-            gateway=app.gateway,
-            account=app.account,
-        )
-        for app in configured_apps(settings)
-    }
-    if not apps:
-        return None
-    if list(apps) == [ACCOUNT]:
-        return apps[ACCOUNT]  # as before named accounts existed
-    return Accounts(DiscordAdapter.name, apps)
+    return PLATFORM.adapter(settings)

@@ -30,7 +30,7 @@ from switchboard.v1 import messages_pb2
 
 from ..accounts_config import DEFAULT
 from ..config import GatewaySettings
-from .accounts import Accounts
+from .accounts import Platform
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -41,6 +41,7 @@ from .base import (
     Undeliverable,
 )
 from .media_out import load, stored_refs, upload_spec
+from .slack_accounts import Workspace, configured_workspaces
 from .slack_events import parse_events
 from .slack_files import SlackFiles
 from .slack_format import TEXT_LIMIT, split_mrkdwn, to_mrkdwn
@@ -80,6 +81,7 @@ class SlackAdapter:
         account: str = ACCOUNT,
     ) -> None:
         self.account = account
+        self.leased = False  # webhooks only: no connection under a lease
         self.accounts = (account,)  # webhooks to any other account are 404 (channels/routes.py)
         self._secret = signing_secret.encode()
         self._now = now
@@ -253,41 +255,18 @@ def _thread_ts(ref: str) -> str:
     return ""
 
 
+def _adapter(settings: GatewaySettings, workspace: Workspace) -> SlackAdapter:
+    token = workspace.token
+    files = SlackFiles(token, settings.slack_file_origins, settings.slack_file_allow_cidrs)
+    return SlackAdapter(
+        token, workspace.secret, workspace.api_base, files=files, account=workspace.account
+    )
+
+
+PLATFORM = Platform(SlackAdapter.name, configured_workspaces, _adapter)
+
+
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
     """The ``default`` workspace (SB_SLACK_BOT_TOKEN) alone as before, or with the named ones
     of SB_SLACK_ACCOUNTS every workspace behind one :class:`~.accounts.Accounts`."""
-    workspaces: dict[str, SlackAdapter] = {}
-    token = settings.slack_bot_token.get_secret_value()
-    secret = settings.slack_signing_secret.get_secret_value()
-    if token or secret:
-        if not token or not secret:
-            given, missing = (
-                ("SB_SLACK_BOT_TOKEN", "SB_SLACK_SIGNING_SECRET")
-                if token
-                else ("SB_SLACK_SIGNING_SECRET", "SB_SLACK_BOT_TOKEN")
-            )
-            raise ConfigError(
-                f"{given} is set but {missing} is not: Slack needs both (or neither, to not "
-                "serve it)."
-            )
-        workspaces[ACCOUNT] = _workspace(settings, ACCOUNT, token, secret, "")
-    for name, account in settings.slack_accounts.items():  # names checked (config.py)
-        token = account.bot_token.get_secret_value()
-        secret = account.signing_secret.get_secret_value()
-        if not token.strip() or not secret.strip():
-            raise ConfigError(f"SB_SLACK_ACCOUNTS {name!r} needs a bot_token and a signing_secret")
-        workspaces[name] = _workspace(settings, name, token, secret, account.api_base)
-    if not workspaces:
-        return None
-    if list(workspaces) == [ACCOUNT]:
-        return workspaces[ACCOUNT]  # as before named accounts existed
-    return Accounts(SlackAdapter.name, workspaces)
-
-
-def _workspace(
-    settings: GatewaySettings, account: str, token: str, secret: str, api_base: str
-) -> SlackAdapter:
-    files = SlackFiles(token, settings.slack_file_origins, settings.slack_file_allow_cidrs)
-    return SlackAdapter(
-        token, secret, api_base or settings.slack_api_base, files=files, account=account
-    )
+    return PLATFORM.adapter(settings)

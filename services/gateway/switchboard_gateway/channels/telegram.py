@@ -31,7 +31,7 @@ from switchboard.runtime import ServiceRuntime
 from switchboard.v1 import messages_pb2
 
 from ..config import GatewaySettings
-from .accounts import Accounts
+from .accounts import Platform
 from .base import (
     ChannelAdapter,
     Inbound,
@@ -43,7 +43,7 @@ from .base import (
     Undeliverable,
 )
 from .media_out import Upload, load, stored_refs
-from .telegram_accounts import DEFAULT, configured_bots
+from .telegram_accounts import DEFAULT, Bot, configured_bots
 from .telegram_api import BotApi, BotApiError, describe, second_try
 from .telegram_files import ingest_attachments
 from .telegram_format import to_pieces
@@ -98,6 +98,7 @@ class TelegramAdapter:
         self._secret = webhook_secret.encode()
         self.api = BotApi(api_base, bot_token, timeout_s=timeout_s)
         self.mode = mode
+        self.leased = mode == "polling"  # polls under the lease telegram.<account>
         self.webhook_url = webhook_url
         self.settings = settings  # for polling's start (telegram_poll.start_polling)
         self.bot = BotInfo.from_token(bot_token)  # the username comes with getMe at start
@@ -130,6 +131,7 @@ class TelegramAdapter:
                 self,
                 self.parse_update,
                 account=self.account,
+                bot_id=self.bot.id,
                 on_publish=self.on_publish,
                 prepare=self.fetch_attachments,
             )
@@ -345,23 +347,22 @@ def _chat(chat_id: str) -> int | str:
     return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
 
 
+def _adapter(settings: GatewaySettings, bot: Bot) -> TelegramAdapter:
+    return TelegramAdapter(
+        bot.token,
+        bot.secret,
+        bot.api_base,
+        mode=bot.mode,
+        webhook_url=bot.webhook_url,
+        settings=settings,
+        account=bot.account,
+    )
+
+
+PLATFORM = Platform(TelegramAdapter.name, configured_bots, _adapter)
+
+
 def from_settings(settings: GatewaySettings) -> ChannelAdapter | None:
     """The ``default`` bot (SB_TELEGRAM_BOT_TOKEN) alone as before, or with the named ones of
     SB_TELEGRAM_ACCOUNTS every bot behind one :class:`~.accounts.Accounts`."""
-    bots = {
-        bot.account: TelegramAdapter(
-            bot.token,
-            bot.secret,
-            bot.api_base,
-            mode=bot.mode,
-            webhook_url=bot.webhook_url,
-            settings=settings,
-            account=bot.account,
-        )
-        for bot in configured_bots(settings)
-    }
-    if not bots:
-        return None
-    if list(bots) == [ACCOUNT]:
-        return bots[ACCOUNT]  # as before named accounts existed
-    return Accounts(TelegramAdapter.name, bots)
+    return PLATFORM.adapter(settings)

@@ -12,9 +12,12 @@ holds the lease the poller:
    move past it (the next getUpdates confirms it to Telegram);
 3. stores the offset under ``telegram.<account>.offset`` next to the lease, rewritten with each
    renewal (the bucket's keys expire after its TTL), so a replica taking over starts where this
-   one stopped. Should it be gone (no replica for longer than the TTL), Telegram still holds
-   every unconfirmed update, and one published but not yet confirmed is dropped as a duplicate
-   by the stream's dedupe window.
+   one stopped. The value names the bot too (``<offset>:<bot id>``): an offset another bot left
+   there (the account's token changed to another bot's) is not used, since update ids are per
+   bot and a higher offset would confirm, and so drop, the new bot's pending updates. Should it
+   be gone (no replica for longer than the TTL), Telegram still holds every unconfirmed update,
+   and one published but not yet confirmed is dropped as a duplicate by the stream's dedupe
+   window.
 
 A watchdog cancels a getUpdates that has not answered within the long-poll timeout plus a margin
 and starts it again; errors back off (a 429's ``retry_after`` is honoured). Each restart counts
@@ -90,11 +93,13 @@ class TelegramPoller:
         account: str,
         settings: PollSettings,
         on_publish: OnPublish | None = None,
+        bot_id: int = 0,
     ) -> None:
         self.api = api
         self.parse = parse
         self.publish = publish
         self.account = account
+        self.bot_id = bot_id  # the token's; 0: unknown (any stored offset is taken)
         self.settings = settings
         self.on_publish = on_publish
         self.polls = 0
@@ -106,14 +111,22 @@ class TelegramPoller:
 
     async def run(self, lease: ChannelLease) -> None:
         offset_key = f"{lease.key}.offset"
-        stored = await lease.get_state(offset_key)
-        offset = int(stored) if stored and stored.isdigit() else 0
+        offset = self._stored_offset(await lease.get_state(offset_key))
         log.info("telegram polling starts", extra={"account": self.account, "offset": offset})
         try:
             await self._delete_webhook()
             await self._poll(lease, offset_key, offset)
         finally:
             self._healthy.set(0)
+
+    def _stored_offset(self, stored: bytes | None) -> int:
+        text, _, bot = (stored or b"").decode("ascii", "replace").partition(":")
+        if not text.isdigit():
+            return 0
+        if bot and self.bot_id and bot != str(self.bot_id):
+            log.info("telegram poll offset of another bot ignored", extra={"account": self.account})
+            return 0
+        return int(text)
 
     async def _delete_webhook(self) -> None:
         backoff = self.settings.min_backoff_s
@@ -166,7 +179,8 @@ class TelegramPoller:
             if published != offset:
                 offset = published
                 try:
-                    await lease.put_state(offset_key, str(offset).encode())
+                    value = f"{offset}:{self.bot_id}" if self.bot_id else str(offset)
+                    await lease.put_state(offset_key, value.encode())
                 except Exception as exc:  # rewritten with the next renewal
                     log.warning("poll offset not stored (%s)", type(exc).__name__)
             if published < fetched:  # the bus refused one: fetch it again after a pause
@@ -255,6 +269,7 @@ async def start_polling(
     parse: Parse,
     *,
     account: str = "default",
+    bot_id: int = 0,
     retry_s: float = 3.0,
     on_publish: OnPublish | None = None,
     prepare: Callable[[messages_pb2.InboundMessage], Awaitable[None]] | None = None,
@@ -279,6 +294,7 @@ async def start_polling(
             watchdog_margin_s=settings.telegram_poll_watchdog_margin_s,
         ),
         on_publish=on_publish,
+        bot_id=bot_id,
     )
     kv = await rt.js.key_value(rt.subjects.channel_lease_bucket)
     work = LeasedWork(

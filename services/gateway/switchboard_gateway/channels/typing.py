@@ -56,8 +56,14 @@ class Typing:
         self._expected: dict[str, _Chat] = {}
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._sub: Subscription | None = None
+        self._started = False
 
     async def start(self) -> None:
+        """Follow the agents' events; again (a channel added while running, live.py) does
+        nothing."""
+        if self._started:
+            return
+        self._started = True
         self._sub = await self.nc.subscribe(
             f"{self.subjects.prefix}.events.>",
             cb=bus.decoding(messages_pb2.AgentEvent, self._on_event, "typing"),
