@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 # The library and every service of the registry (libs/switchboard/switchboard/registry.py).
 PACKAGES := $(shell $(PY) libs/switchboard/switchboard/registry.py packages)
 
-.PHONY: install run test lint proto bench bench-peers mutation soak clean compose-smoke
+.PHONY: install run test lint proto vendor-web bench bench-peers mutation soak clean compose-smoke
 
 install: $(STAMP)
 
@@ -44,6 +44,7 @@ lint: install
 	$(BIN)/python -m switchboard.settings_reference --check  # docs/configuration.md up to date
 	$(BIN)/python docs/check_links.py  # every relative link and anchor in README.md and docs/
 	$(BIN)/python -m switchboard.deploygen --check  # Compose, k8s/ and the NATS users match the registry
+	$(BIN)/python -m switchboard_gateway.web --check  # the vendored browser libraries are as locked
 
 # TEST_WORKERS=N (or auto: one per core, at most 4) shares the test files out to pytest-xdist
 # workers, a whole file to one worker so its module-scoped systems start once, in the order
@@ -58,6 +59,11 @@ test: install lint
 
 proto: install
 	$(BIN)/python -m switchboard.protogen
+
+# The browser libraries of the web pages, fetched again from npm's registry (needs npm); the copies
+# and vendor/LOCK.json are committed, so nothing else needs npm (switchboard_gateway/web).
+vendor-web: install
+	$(BIN)/python -m switchboard_gateway.web
 
 bench: install
 	$(BIN)/python -m tests.bench

@@ -55,6 +55,7 @@ from .limits import BodyLimit, StreamSlots
 from .mcp_mount import PATH as MCP_PATH
 from .mcp_mount import LazyMcp
 from .metrics import REQUEST_SECONDS, REQUESTS
+from .web import assets as web_assets
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.gateway")
@@ -191,6 +192,7 @@ def create_app(
     app.include_router(media_api.router)  # media: GET /api/media/{sha256}
     app.include_router(usage_api.router)
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
+    app.include_router(web_assets.router)  # the pages' vendored libraries (public)
     mcp = LazyMcp(app.state)  # mcp: streamable HTTP at /mcp, behind the token
     app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"]))
     if channels:

@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .a2a_mount import CARD_PATH
 from .errors import error_body
+from .web.assets import PUBLIC_PATHS as WEB_ASSETS
 
 # /metrics is not public: its series name routes, channels and volumes. /openapi.json is served
 # behind the token; the docs pages (/docs, /redoc) are not served at all.
@@ -28,6 +29,7 @@ PUBLIC = frozenset(
         # --- a2a: the agent card (it names the bearer scheme; POST /a2a needs the token) ---
         CARD_PATH,
     }
+    | WEB_ASSETS  # the pages' vendored libraries (web/vendor_lock.py): no data
 )
 # Channel webhooks are authenticated by the platform's own signature or secret.
 PLATFORM_AUTHENTICATED = "/channels/"
