@@ -138,10 +138,10 @@ def test_a_value_the_settings_classes_refuse_is_refused(tmp_path: Path) -> None:
     message = problems(tmp_path, {"MY_TOKEN": "abc" * 10})
     assert f"{path}:6: gateway.gateway_token: SB_GATEWAY_TOKEN is too weak" in message
     assert "abcabc" not in message
-    # A table inside a section: its header's line.
+    # A table inside a section: the line of the key inside it.
     write(tmp_path, FILE + '\n[router.channel_security.telegram]\ndm_policy = "never"\n')
     message = problems(tmp_path, {"MY_TOKEN": TOKEN})
-    assert f"{path}:15: router.channel_security: at telegram.dm_policy:" in message
+    assert f"{path}:16: router.channel_security: at telegram.dm_policy:" in message
 
 
 def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
@@ -241,3 +241,21 @@ def test_schema_is_current_and_drift_is_caught(tmp_path: Path) -> None:
     del drifted["properties"]["agent"]["properties"]["max_iterations"]
     stale.write_text(json.dumps(drifted), encoding="utf-8")
     assert reference_main(args) == 1
+
+
+def test_a_bad_value_inside_a_table_names_its_own_line(tmp_path: Path) -> None:
+    text = (
+        "[router]\n"
+        'dm_policy = "allowlist"\n'
+        "\n"
+        "[router.channel_security.telegram]\n"
+        'allow_from = ["42"]\n'
+        "\n"
+        "[router.channel_security.telegram.accounts.family]\n"
+        'allow_from = ["43"]\n'
+        'dm_policy = "opne"\n'
+    )
+    write(tmp_path, text)
+    said = problems(tmp_path)
+    assert "switchboard.toml:9: router.channel_security: at telegram.accounts.family" in said
+    assert "'open', 'allowlist' or 'pairing'" in said

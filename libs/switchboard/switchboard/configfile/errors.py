@@ -45,9 +45,20 @@ def _key_pattern(key: str) -> re.Pattern[str]:
     return re.compile(rf"^\s*(?:{quoted}|\"{quoted}\"|'{quoted}')\s*=")
 
 
-def line_of(text: str, section: str, key: str) -> int | None:
+def line_of(text: str, section: str, key: str, inner: Sequence[str] = ()) -> int | None:
     """The line that sets ``key`` in table ``section`` ("" : the top level), also written as a
-    dotted key (``gateway.http_port = ...``) at the top level; None when not found."""
+    dotted key (``gateway.http_port = ...``) at the top level; with ``inner`` (a path inside a
+    table value: ``("telegram", "accounts", "family", "grops")``) the deepest of its lines found
+    (the key inside its own table), else the setting's; None when not found."""
+    for depth in range(len(inner), 0, -1):
+        table = ".".join(part for part in (section, key, *inner[: depth - 1]) if part)
+        found = _line_in(text, table, inner[depth - 1])
+        if found is not None:
+            return found
+    return _line_in(text, section, key)
+
+
+def _line_in(text: str, section: str, key: str) -> int | None:
     current = ""
     plain, dotted = _key_pattern(key), _key_pattern(f"{section}.{key}") if section else None
     for number, line in enumerate(text.splitlines(), start=1):

@@ -206,7 +206,8 @@ def _class_problems(path: Path, text: str, loaded: Loaded, found: Catalog) -> li
                 problem = str(error["msg"]).removeprefix("Value error, ")
                 message = (f"at {inner.lstrip('.')}: " if inner else "") + problem + accepted
                 where = found.dotted(section, key) if key else name
-                line = line_of(text, section, key) if key else None
+                path_in = [str(s) for s in error["loc"][1:] if isinstance(s, str)]
+                line = line_of(text, section, key, path_in) if key else None
                 problems.setdefault((section, key), Problem(path, line, where, message))
     return list(problems.values())
 
