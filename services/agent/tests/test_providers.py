@@ -167,11 +167,16 @@ async def test_tool_loop_round_trip(llm: FakeLLM, provider: str) -> None:
                     "tool_use_id": call["id"],
                     "content": "12:00",
                     "is_error": False,
+                    # the transcript's own keys (providers.base.TRANSCRIPT_ONLY): never sent
+                    "isolation": {"layers": ["landlock"]},
+                    "duration_ms": 3.5,
                 }
             ],
         },
     ]
     deltas, second = await run(model, ModelRequest("sys", messages, [GET_TIME]))
+    assert "landlock" not in json.dumps(llm.calls[-1].request.body)
+    assert "duration_ms" not in json.dumps(llm.calls[-1].request.body)
     assert "".join(deltas) == "Tool said: 12:00" == second.text
     assert second.stop_reason == "end_turn"
     first_req, second_req = (c.request for c in llm.calls)

@@ -9,6 +9,7 @@ import anthropic
 import httpx2  # the transport the anthropic SDK uses (its dependency)
 
 from .base import (
+    TRANSCRIPT_ONLY,
     ModelRequest,
     ModelResponse,
     TextDelta,
@@ -172,7 +173,9 @@ def _to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any
         content = msg.get("content")
         if isinstance(content, list):
             blocks = [
-                dict(b) for b in content if not (b.get("type") == "text" and not b.get("text"))
+                {k: v for k, v in b.items() if k not in TRANSCRIPT_ONLY}
+                for b in content
+                if not (b.get("type") == "text" and not b.get("text"))
             ]
             out.append({"role": msg["role"], "content": blocks})
         else:

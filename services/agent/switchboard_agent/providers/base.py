@@ -7,6 +7,8 @@ Transcripts use one canonical, Anthropic-shaped format::
 with blocks ``{"type": "text", "text": ...}``,
 ``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}`` (assistant) and
 ``{"type": "tool_result", "tool_use_id": ..., "content": str, "is_error": bool}`` (user).
+A stored ``tool_result`` may also hold the keys of :data:`TRANSCRIPT_ONLY` (the executor's
+isolation attestation and timing, for the transcript's readers): a provider never sends them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from switchboard.toolspec import ToolSpec
 
+# Keys of a stored tool_result block for the transcript's readers only (the Control UI): how
+# the call was isolated and how long it took; providers drop them (strip_transcript_only).
+TRANSCRIPT_ONLY = ("isolation", "duration_ms")
+
 __all__ = [
+    "TRANSCRIPT_ONLY",
     "Model",
     "ModelRequest",
     "ModelResponse",

@@ -10,6 +10,7 @@ from typing import Any
 from ..approvals.toolgate import ToolGate
 from ..metrics import TOOL_CALLS
 from ..plugins.hooks import RunInfo
+from ..providers.base import TRANSCRIPT_ONLY
 from ..sessions.store import Message
 from ..tools.client import CallRequest, CallResult, OnUpdate, ToolDispatcher
 from ..tools.local import LocalContext, LocalTools
@@ -83,14 +84,16 @@ async def run_tools(
             text=result.content,
             data={"is_error": result.is_error, **result.details},
         )
-        blocks.append(
-            {
-                "type": "tool_result",
-                "tool_use_id": call.call_id,
-                "content": result.content,
-                "is_error": result.is_error,
-            }
-        )
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": call.call_id,
+            "content": result.content,
+            "is_error": result.is_error,
+        }
+        # For the transcript's readers (the Control UI): how the call was isolated and how long
+        # it took; never sent to a model (providers.base.TRANSCRIPT_ONLY).
+        block.update((k, result.details[k]) for k in TRANSCRIPT_ONLY if k in result.details)
+        blocks.append(block)
     return {"role": "user", "content": blocks}
 
 

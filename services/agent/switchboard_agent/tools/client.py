@@ -116,6 +116,8 @@ class ToolDispatcher:
                 details = json.loads(result.details_json) if result.details_json else {}
                 if result.isolation_json:
                     details["isolation"] = json.loads(result.isolation_json)
+                if result.duration_ms:  # the executor's own timing of the call
+                    details["duration_ms"] = round(result.duration_ms, 1)
                 future.set_result(
                     CallResult(result.call_id, result.content, result.is_error, details)
                 )
