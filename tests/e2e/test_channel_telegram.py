@@ -101,7 +101,7 @@ def test_a_message_is_answered_once_and_failures_are_retried_or_dead_lettered(
     assert tg.webhook == {
         "url": WEBHOOK_URL,
         "secret_token": SECRET,
-        "allowed_updates": ["message", "edited_message"],
+        "allowed_updates": ["message", "edited_message", "callback_query"],
     }
 
     # A DM, and Telegram's retries of the same update (before and after the reply went out).

@@ -21,6 +21,11 @@ empty message`` (50006); 404 ``Unknown Channel`` (10003), ``Unknown Webhook`` (1
 ``Unknown Message`` (10008: editing a response never given); 401 ``Invalid Webhook Token``
 (50027) for an expired interaction; 429 with ``retry_after``/``global`` and ``Retry-After``;
 ``fail_next`` scripts those and 5xx. ``enforce_nonce`` is honoured as Discord does.
+
+Components: a message's ``components`` (action rows of buttons) and ``flags`` are kept; a
+click on a button is a MESSAGE_COMPONENT interaction (:meth:`DiscordInteractions.click`) whose
+deferred update (type 6) makes the clicked message the interaction's ``@original``, which its
+webhook then edits (``components`` replaced when given, kept otherwise).
 """
 
 from __future__ import annotations
@@ -131,22 +136,30 @@ class FakeDiscord:
             body, headers = self.interactions.request(payload)
             response = httpx.post(url, content=body, headers=headers, timeout=30)
             if response.status_code == 200:
-                self.record_response(token, response.json())
+                clicked = payload.get("message") if payload.get("type") == 3 else None
+                on = str(clicked["id"]) if isinstance(clicked, dict) else None
+                self.record_response(token, response.json(), on)
             return response
         finally:
             with self._cond:
                 self._pending.discard(token)
                 self._cond.notify_all()
 
-    def record_response(self, token: str, response: dict[str, Any]) -> None:
+    def record_response(
+        self, token: str, response: dict[str, Any], message_id: str | None = None
+    ) -> None:
         """What our endpoint answered the interaction: a deferred one (type 5) creates the
-        original response ("thinking..."), which may then be edited. Only the first answer
-        counts (Discord: "Interaction has already been acknowledged")."""
+        original response ("thinking..."), which may then be edited; a component's deferred
+        update (type 6) makes ``message_id`` (the clicked message) the original. Only the first
+        answer counts (Discord: "Interaction has already been acknowledged")."""
         with self._cond:
             interaction = self._interactions[token]
             if interaction.response is not None:
                 return
             interaction.response = response
+            if response.get("type") == 6 and message_id is not None:
+                latest = [m for m in self._messages if m.id == message_id]
+                interaction.original = latest[-1] if latest else None
             if response.get("type") in (4, 5):
                 content = str((response.get("data") or {}).get("content") or "")
                 interaction.original = self._new(
@@ -269,6 +282,7 @@ class FakeDiscord:
                 allowed_mentions=body.get("allowed_mentions"),
                 attachments=_attachments(body),
                 edits=interaction.original.edits + 1,
+                components=body.get("components", interaction.original.components),
             )
             interaction.original = edited
             self._messages.append(edited)
@@ -361,6 +375,8 @@ class FakeDiscord:
             body.get("nonce"),
             application_id=app,
             attachments=_attachments(body),
+            components=body.get("components"),
+            flags=int(body.get("flags") or 0),
         )
         self._messages.append(message)
         return message

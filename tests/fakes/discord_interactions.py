@@ -1,7 +1,8 @@
 """Discord's side of the interactions endpoint, for tests: interactions in Discord's own JSON
-shapes (PING, a slash command in a server channel or in a DM with the bot), signed as Discord
-signs them: ``X-Signature-Ed25519`` is the hex Ed25519 signature, by the application's key, of
-``X-Signature-Timestamp`` (unix seconds) followed by the raw body::
+shapes (PING, a slash command in a server channel or in a DM with the bot, a click on a
+message's button), signed as Discord signs them: ``X-Signature-Ed25519`` is the hex Ed25519
+signature, by the application's key, of ``X-Signature-Timestamp`` (unix seconds) followed by the
+raw body::
 
     signer = DiscordInteractions(application_id="1100000000000000001")
     body, headers = signer.request(signer.slash_command("what time is it?", guild_id=GUILD))
@@ -175,4 +176,23 @@ class DiscordInteractions:
             "roles": [],
             "user": invoker,
         }
+        return payload
+
+    def click(
+        self,
+        message: dict[str, Any],
+        custom_id: str,
+        *,
+        user_id: str = "4100000000000000001",
+        guild_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A MESSAGE_COMPONENT interaction (type 3): ``user_id`` pressed the button
+        ``custom_id`` under ``message`` (a message object, as Discord includes it), in its
+        channel of ``guild_id`` or in a DM with the bot."""
+        payload = self.slash_command(
+            "", user_id=user_id, channel_id=str(message["channel_id"]), guild_id=guild_id
+        )
+        payload["type"] = 3
+        payload["data"] = {"custom_id": custom_id, "component_type": 2}
+        payload["message"] = message
         return payload

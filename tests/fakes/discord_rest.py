@@ -45,6 +45,8 @@ class Message:
     edits: int = 0
     application_id: str = ""  # of an interaction's response or follow-up
     attachments: tuple[Attachment, ...] = ()
+    components: Any = None  # action rows of buttons, as sent
+    flags: int = 0  # 64: ephemeral (only the interaction's user sees it)
 
 
 @dataclass
@@ -95,8 +97,8 @@ def message_object(message: Message, bot_id: str) -> dict[str, Any]:
         "tts": False,
         "timestamp": now,
         "edited_timestamp": now if message.edits else None,
-        "flags": 0,
-        "components": [],
+        "flags": message.flags,
+        "components": message.components or [],
         "nonce": message.nonce,
     }
     if message.message_reference:

@@ -9,8 +9,10 @@ Events API calls as Slack makes them::
         [post] = slack.wait_for_posts(1)
 
 Web API (``POST /api/<method>``, JSON or form-encoded bodies, the token as ``Authorization:
-Bearer xoxb-...``, or a ``token`` form field): ``auth.test``, ``chat.postMessage`` and the file
-uploads and downloads of :mod:`tests.fakes.slack_files` (``slack.files``). Errors
+Bearer xoxb-...``, or a ``token`` form field): ``auth.test``, ``chat.postMessage`` (``blocks``
+checked and kept), ``chat.update`` and ``chat.postEphemeral`` with the button clicks of
+:mod:`tests.fakes.slack_buttons` (``slack.buttons``), and the file uploads and downloads of
+:mod:`tests.fakes.slack_files` (``slack.files``). Errors
 are Slack's: HTTP 200 with ``{"ok": false, "error": "invalid_auth"}`` (``not_authed``,
 ``channel_not_found``, ``no_text``, ``msg_too_long``...), HTTP 429 with ``Retry-After`` and
 ``{"ok": false, "error": "ratelimited"}``; ``fail_next`` scripts those and 5xx. The signed
@@ -35,6 +37,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.fakes.server_thread import ServerThread
+from tests.fakes.slack_buttons import SlackButtons, blocks_of
 from tests.fakes.slack_events import SlackEvents
 from tests.fakes.slack_files import SlackFiles, Upload
 
@@ -43,6 +46,7 @@ __all__ = ["ApiCall", "FakeSlack", "Post", "SlackEvents", "SlackFiles", "Upload"
 TEXT_LIMIT = 40_000
 METHODS = frozenset(
     {"auth.test", "chat.postMessage", "files.getUploadURLExternal", "files.completeUploadExternal"}
+    | {"chat.update", "chat.postEphemeral"}
 )
 
 
@@ -56,6 +60,7 @@ class Post:
     ts: str
     mrkdwn: Any
     encoding: str  # "json" | "form": how the client sent it
+    blocks: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class FakeSlack:
         self._seq = 0
         self._cond = threading.Condition()
         self.files = SlackFiles(lambda: self.base_url, team_id, self.token)
+        self.buttons = SlackButtons()  # chat.update, chat.postEphemeral, clicks
         self.app = Starlette(
             routes=[
                 Route("/api/{method}", self._api, methods=["POST"]),
@@ -129,6 +135,7 @@ class FakeSlack:
             self._posts.clear()
             self._calls.clear()
             self._failures.clear()
+        self.buttons.reset()
 
     def posts_in(self, channel: str, thread_ts: str | None = None) -> list[Post]:
         return [p for p in self.posts if p.channel == channel and p.thread_ts == thread_ts]
@@ -168,6 +175,10 @@ class FakeSlack:
         if method == "files.completeUploadExternal":
             exists = lambda c: self.channels is None or c in self.channels  # noqa: E731
             return self._answer(method, self.files.complete(args, exists))
+        if method == "chat.update":
+            return self._answer(method, self.buttons.update(args, self.posts))
+        if method == "chat.postEphemeral":
+            return self._answer(method, self.buttons.ephemeral(args))
         with self._cond:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:
@@ -214,10 +225,15 @@ class FakeSlack:
             return {"ok": False, "error": "no_text"}
         if len(text) > TEXT_LIMIT:
             return {"ok": False, "error": "msg_too_long"}
+        try:
+            blocks = blocks_of(args)
+        except ValueError:
+            return {"ok": False, "error": "invalid_blocks"}
         with self._cond:
             self._seq += 1
             ts = f"{int(time.time())}.{self._seq:06d}"
-            self._posts.append(Post(channel, text, thread_ts, ts, args.get("mrkdwn"), encoding))
+            post = Post(channel, text, thread_ts, ts, args.get("mrkdwn"), encoding, blocks)
+            self._posts.append(post)
             self._cond.notify_all()
         message = {
             "user": self.bot_user_id,

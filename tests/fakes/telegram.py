@@ -25,6 +25,10 @@ Files: ``getFile`` answers a ``File`` (``file_path``, ``file_size``) for the ids
 :attr:`FakeTelegram.files` (the test puts bytes there; others are "400 Bad Request: invalid
 file_id"), and ``GET /file/bot<token>/<file_path>`` serves the bytes, as the Bot API does.
 
+Buttons: ``sendMessage``'s ``reply_markup`` (an inline keyboard) is checked and kept with the
+message; :attr:`FakeTelegram.buttons` makes the ``callback_query`` of a click and serves
+``answerCallbackQuery`` and ``editMessageText`` (:mod:`tests.fakes.telegram_buttons`).
+
 Other methods plug in through :attr:`FakeTelegram.methods` (``getUpdates`` for polling lives
 in :mod:`tests.fakes.telegram_updates`).
 """
@@ -47,6 +51,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.server_thread import ServerThread
+from tests.fakes.telegram_buttons import TelegramButtons, check_markup
 from tests.fakes.telegram_wire import (
     ApiCall,
     HtmlError,
@@ -106,6 +111,7 @@ class FakeTelegram:
             ]
         )
         self._server = ServerThread(self.app, "fake-telegram")
+        self.buttons = TelegramButtons(self)  # answerCallbackQuery, editMessageText
 
     @property
     def base_url(self) -> str:
@@ -141,6 +147,7 @@ class FakeTelegram:
             self._always.clear()
             self.blocked.clear()
             self.missing_chats.clear()
+        self.buttons.reset()
 
     def fail_always(self, method: str, code: int, description: str = "") -> None:
         self._always[method] = refusal(code, description, None)
@@ -296,6 +303,7 @@ class FakeTelegram:
         if method != "sendMessage" and len(text.encode("utf-16-le")) // 2 > CAPTION_LIMIT:
             raise Refused(400, "Bad Request: message caption is too long")
         if method == "sendMessage":
+            check_markup(params)
             if not text.strip():
                 raise Refused(400, "Bad Request: message text is empty")
             if len(text.encode("utf-16-le")) // 2 > TEXT_LIMIT:

@@ -265,7 +265,7 @@ async def test_unknown_types_and_malformed_interactions_are_400(gw: DiscordGatew
         b"not json",
         b"\xff\xfe",
         b"[1, 2]",
-        {**gw.signer.ping(), "type": 3},  # MESSAGE_COMPONENT: nothing registers components
+        {**gw.signer.ping(), "type": 3},  # MESSAGE_COMPONENT without its channel or message
         {**gw.signer.ping(), "type": 4},  # APPLICATION_COMMAND_AUTOCOMPLETE
         {**gw.signer.ping(), "type": "2"},
         changed(id="not-a-snowflake"),

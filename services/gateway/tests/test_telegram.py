@@ -296,7 +296,7 @@ async def test_start_registers_the_webhook_with_its_secret(tg: FakeTelegram) -> 
     assert tg.webhook == {
         "url": url,
         "secret_token": SECRET,
-        "allowed_updates": ["message", "edited_message"],
+        "allowed_updates": ["message", "edited_message", "callback_query"],
     }
     tg.fail_next("setWebhook", 400, "Bad Request: bad webhook: An HTTPS URL must be provided")
     adapter = TelegramAdapter(tg.token, SECRET, tg.base_url, webhook_url="http://x")

@@ -16,6 +16,12 @@ A command is the first word of the text, ``/approve`` or ``/deny`` (any case; Te
 ``/approve@BotName`` form too), after any leading ``@mentions``. Only chat channels: the
 first-party channels (API, WebChat...) decide through the approvals API.
 
+A click on an approval notice's Approve or Deny button arrives as the same command from the
+clicker (``InboundMessage.click``, set by the gateway): it is admitted, stamped and decided
+exactly like the typed one. Its answer carries the click back (``OutboundMessage.click``, with
+the decision when this click made one) so the gateway answers the clicker alone and updates the
+clicked message; a click security refused is told so (:func:`answer_refused_click`).
+
 The session commands ``/new``, ``/reset``, ``/stop``, ``/status`` and ``/model`` are answered the
 same way (:mod:`session_commands`: the agent carries them out)."""
 
@@ -34,7 +40,7 @@ from switchboard.v1 import approvals_pb2, messages_pb2
 
 from .config import RouterSettings
 from .routing import RouteError, resolve
-from .security import AUTHENTICATED_CHANNELS
+from .security import AUTHENTICATED_CHANNELS, RATE_LIMITED
 from .session_commands import SessionCommands
 
 log = logging.getLogger(__name__)
@@ -137,7 +143,8 @@ class ChatCommands:
                 await self._reply(inbound, USAGE)
                 return True
             span.set_attribute("sb.command", parsed.verb)
-            text, outcome = await self._decide(inbound, parsed)
+            span.set_attribute("sb.command.click", inbound.HasField("click"))
+            text, outcome, decision = await self._decide(inbound, parsed)
             span.set_attribute("sb.command.outcome", outcome)
             COMMANDS.labels(inbound.channel, outcome).inc()
             log.info(
@@ -146,19 +153,21 @@ class ChatCommands:
                 outcome,
                 extra={"channel": inbound.channel, "outcome": outcome},
             )
-            await self._reply(inbound, text)
+            await self._reply(inbound, text, decision)
             return True
 
     async def _decide(
         self, inbound: messages_pb2.InboundMessage, command: Command
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str, str]:
+        """The answer's text, the outcome, and the decision made (``approved``, ``denied``;
+        ``""`` when none was)."""
         sender = inbound.sender or inbound.chat.id
         try:
             route = resolve(inbound, self.settings.agent_for)
         except RouteError:
             route = None
         if not sender or route is None:
-            return "Approvals cannot be decided from this chat.", "unroutable"
+            return "Approvals cannot be decided from this chat.", "unroutable", ""
         request = approvals_pb2.ChatDecision(
             approval_id=command.approval_id,
             approve=command.approve,
@@ -177,27 +186,52 @@ class ChatCommands:
             )
         except bus_request.NoAnswer as exc:
             log.warning("no answer to a chat decision: %s", exc)
-            return UNAVAILABLE, "unavailable"
-        return answer_text(command, outcome), outcome.outcome or "error"
+            return UNAVAILABLE, "unavailable", ""
+        decision = outcome.status if outcome.outcome == "decided" else ""
+        return answer_text(command, outcome), outcome.outcome or "error", decision
 
-    async def _reply(self, inbound: messages_pb2.InboundMessage, text: str) -> None:
-        """``text`` to the command's chat (in its thread), once per command message."""
-        account = inbound.account or "default"
-        run_id = f"command:{inbound.channel}:{account}:{inbound.message_id}"
-        part = messages_pb2.OutboundMessage(
-            run_id=run_id,
-            part=0,
-            parts=1,
-            channel=inbound.channel,
-            account=account,
-            chat=inbound.chat,
-            thread_id=inbound.thread_id,
-            text=text,
-            message_ids=[inbound.message_id],
-            reply_context=inbound.reply_context,
-        )
-        subject = self.rt.subjects.outbound(
-            bus.subject_token(part.channel), bus.subject_token(account)
-        )
-        msg_id = f"{run_id}:0" if inbound.message_id else None
-        await bus.js_publish(self.rt.js, subject, part, msg_id=msg_id)
+    async def _reply(
+        self, inbound: messages_pb2.InboundMessage, text: str, decision: str = ""
+    ) -> None:
+        """``text`` to the command's chat (in its thread), once per command message; the
+        answer to a button click carries the click back, with ``decision`` when it made one."""
+        await publish_answer(self.rt, inbound, text, decision)
+
+
+async def answer_refused_click(
+    rt: ServiceRuntime, inbound: messages_pb2.InboundMessage, reason: str
+) -> None:
+    """Tell the clicker of a button that security refused (a group's sender outside its
+    allowlist...) that they may not decide, so the click does not hang: nothing else is said
+    and nothing changes. Other refused messages, and clicks over the rate limit, get no such
+    answer."""
+    if reason == RATE_LIMITED or not inbound.HasField("click") or parse(inbound.text) is None:
+        return
+    COMMANDS.labels(inbound.channel, "refused").inc()
+    await publish_answer(rt, inbound, ANSWERS["not_allowed"])
+
+
+async def publish_answer(
+    rt: ServiceRuntime, inbound: messages_pb2.InboundMessage, text: str, decision: str = ""
+) -> None:
+    """``text`` to ``inbound``'s chat as one OUTBOUND part, once per inbound message."""
+    account = inbound.account or "default"
+    run_id = f"command:{inbound.channel}:{account}:{inbound.message_id}"
+    part = messages_pb2.OutboundMessage(
+        run_id=run_id,
+        part=0,
+        parts=1,
+        channel=inbound.channel,
+        account=account,
+        chat=inbound.chat,
+        thread_id=inbound.thread_id,
+        text=text,
+        message_ids=[inbound.message_id],
+        reply_context=inbound.reply_context,
+    )
+    if inbound.HasField("click"):
+        part.click.CopyFrom(inbound.click)
+        part.click.decision = decision
+    subject = rt.subjects.outbound(bus.subject_token(part.channel), bus.subject_token(account))
+    msg_id = f"{run_id}:0" if inbound.message_id else None
+    await bus.js_publish(rt.js, subject, part, msg_id=msg_id)

@@ -22,7 +22,7 @@ from switchboard.sessions import inbound_msg_id, session_token
 from switchboard.telemetry import extract_context
 from switchboard.v1 import messages_pb2
 
-from .chat_commands import ChatCommands
+from .chat_commands import ChatCommands, answer_refused_click
 from .config import RouterSettings
 from .debounce import Debouncer, merge
 from .gaps import Gaps
@@ -137,6 +137,7 @@ class Router:
                 span.set_attribute("sb.refused", admission.reason)
                 ROUTED.labels(inbound.channel, "refused").inc()
                 REFUSED.labels(inbound.channel, admission.reason).inc()
+                await answer_refused_click(self.rt, inbound, admission.reason)  # a click: told
                 await msg.term()
                 return
             inbound.role = admission.role

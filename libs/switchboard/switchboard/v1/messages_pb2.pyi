@@ -35,7 +35,7 @@ class ContextMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class InboundMessage(_message.Message):
-    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context", "deliver_to", "reply_context", "edited", "role")
+    __slots__ = ("channel", "account", "sender", "chat", "text", "media", "message_id", "thread_id", "reply_to", "mentions_bot", "received_at_ms", "session_key", "agent", "context", "deliver_to", "reply_context", "edited", "role", "click")
     class ReplyContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class InboundMessage(_message.Message):
     REPLY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     EDITED_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLICK_FIELD_NUMBER: _ClassVar[int]
     channel: str
     account: str
     sender: str
@@ -79,7 +80,18 @@ class InboundMessage(_message.Message):
     reply_context: _containers.ScalarMap[str, str]
     edited: bool
     role: str
-    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ..., deliver_to: _Optional[_Union[DeliveryTarget, _Mapping]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., edited: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
+    click: ButtonClick
+    def __init__(self, channel: _Optional[str] = ..., account: _Optional[str] = ..., sender: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., text: _Optional[str] = ..., media: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., mentions_bot: _Optional[bool] = ..., received_at_ms: _Optional[int] = ..., session_key: _Optional[str] = ..., agent: _Optional[str] = ..., context: _Optional[_Iterable[_Union[ContextMessage, _Mapping]]] = ..., deliver_to: _Optional[_Union[DeliveryTarget, _Mapping]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., edited: _Optional[bool] = ..., role: _Optional[str] = ..., click: _Optional[_Union[ButtonClick, _Mapping]] = ...) -> None: ...
+
+class ButtonClick(_message.Message):
+    __slots__ = ("message_id", "by", "decision")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    by: str
+    decision: str
+    def __init__(self, message_id: _Optional[str] = ..., by: _Optional[str] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class LaneItem(_message.Message):
     __slots__ = ("session_key", "agent", "message", "queue_mode", "enqueued_at_ms", "standing")
@@ -202,7 +214,7 @@ class AgentEvent(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., session_key: _Optional[str] = ..., message_id: _Optional[str] = ..., seq: _Optional[int] = ..., stream: _Optional[str] = ..., phase: _Optional[str] = ..., text: _Optional[str] = ..., tool: _Optional[str] = ..., call_id: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_reason: _Optional[str] = ..., data_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., model: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OutboundMessage(_message.Message):
-    __slots__ = ("run_id", "part", "parts", "session_key", "channel", "account", "chat", "thread_id", "reply_to", "text", "message_ids", "reply_context", "media")
+    __slots__ = ("run_id", "part", "parts", "session_key", "channel", "account", "chat", "thread_id", "reply_to", "text", "message_ids", "reply_context", "media", "approval_id", "click")
     class ReplyContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +235,8 @@ class OutboundMessage(_message.Message):
     MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
     REPLY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     MEDIA_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLICK_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     part: int
     parts: int
@@ -236,7 +250,9 @@ class OutboundMessage(_message.Message):
     message_ids: _containers.RepeatedScalarFieldContainer[str]
     reply_context: _containers.ScalarMap[str, str]
     media: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., media: _Optional[_Iterable[str]] = ...) -> None: ...
+    approval_id: str
+    click: ButtonClick
+    def __init__(self, run_id: _Optional[str] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., session_key: _Optional[str] = ..., channel: _Optional[str] = ..., account: _Optional[str] = ..., chat: _Optional[_Union[ChatRef, _Mapping]] = ..., thread_id: _Optional[str] = ..., reply_to: _Optional[str] = ..., text: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ..., reply_context: _Optional[_Mapping[str, str]] = ..., media: _Optional[_Iterable[str]] = ..., approval_id: _Optional[str] = ..., click: _Optional[_Union[ButtonClick, _Mapping]] = ...) -> None: ...
 
 class AbortRun(_message.Message):
     __slots__ = ("session_key", "requested_by")

@@ -1,6 +1,7 @@
 """The notice of a call waiting for an approval, sent to the run's chat: which tool, a short
 and safe rendering of its arguments, the rule that matched, and how to decide ("reply /approve
-<id> or /deny <id>", see :mod:`.chat`). Only chats whose replies go out as OUTBOUND
+<id> or /deny <id>", see :mod:`.chat`; channels with buttons add Approve and Deny under it,
+``OutboundMessage.approval_id``). Only chats whose replies go out as OUTBOUND
 parts get one (the API and WebChat see the ``approval`` event instead).
 
 Once per approval: the part's run id is ``approval:<approval id>`` (``Nats-Msg-Id`` from it),
@@ -81,6 +82,7 @@ class ApprovalNotices:
                 text=notice_text(row, short),
                 session_key=row.session_key,
                 message_ids=[origin.message.message_id],
+                approval_id=row.approval_id,  # buttons where the channel has them
             )
         except Exception as exc:  # the call waits anyway; the API can still decide it
             APPROVAL_NOTICES.labels("failed").inc()

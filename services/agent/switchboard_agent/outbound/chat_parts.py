@@ -65,10 +65,12 @@ async def publish_part(
     session_key: str,
     message_ids: Iterable[str] = (),
     media: Iterable[str] = (),
+    approval_id: str = "",
 ) -> bool:
     """Publish ``text`` (and the ``media:`` references ``media``, sent with it) as the one part
     of ``run_id``; ``False`` when the stream already held it (a duplicate within its dedupe
-    window)."""
+    window). ``approval_id``: the part announces that approval (channels with buttons add
+    Approve and Deny)."""
     part = messages_pb2.OutboundMessage(
         run_id=run_id,
         part=0,
@@ -81,6 +83,7 @@ async def publish_part(
         text=text,
         message_ids=list(message_ids),
         media=list(media),
+        approval_id=approval_id,
     )
     subject = outbound.subject(destination.channel, destination.account)
     ack = await bus.js_publish_ack(

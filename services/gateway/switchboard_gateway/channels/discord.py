@@ -49,6 +49,7 @@ from .base import (
     Undeliverable,
 )
 from .discord_accounts import App, configured_apps
+from .discord_buttons import answer_body, notice_components
 from .discord_format import message_body, split_content
 from .discord_gateway import DiscordGatewayConnection, start_gateway
 from .discord_interactions import (
@@ -183,7 +184,8 @@ class DiscordAdapter:
         if len(self._thinking) > MAX_THINKING:
             self._thinking = {k: t for k, t in self._thinking.items() if t > now}
         for message in inbound.messages:
-            self._thinking[message.chat.id] = now + INTERACTION_TTL_S
+            if not message.HasField("click"):  # a click's deferred update shows nothing
+                self._thinking[message.chat.id] = now + INTERACTION_TTL_S
         return inbound
 
     # --- outbound --------------------------------------------------------------------------
@@ -193,7 +195,11 @@ class DiscordAdapter:
         channel messages (the first one a reply to ``reply_to`` when set). Media references
         that are URLs go as links (Discord shows a preview); stored files (``media:``) are
         uploaded as attachments (``multipart/form-data``: ``payload_json`` and ``files[0]``),
-        the text in the first one's content when it fits one message."""
+        the text in the first one's content when it fits one message. An approval notice's
+        last message carries the Approve and Deny buttons; the answer to a click edits the
+        clicked message or follows up to the clicker alone (discord_buttons.py)."""
+        if part.HasField("click"):
+            return self._click_answer(part)
         links = [ref for ref in part.media if ref.startswith(("https://", "http://"))]
         text = "\n".join(t for t in [part.text, *links] if t)
         entries = _entries(split_content(text) if text.strip() else [], stored_refs(part.media))
@@ -232,7 +238,22 @@ class DiscordAdapter:
             messages.append(
                 _with_file({"route": CHANNEL, "channel_id": part.chat.id, "json": body}, file)
             )
+        components = notice_components(part.approval_id) if part.approval_id else None
+        if components is not None:
+            messages[-1].payload["json"]["components"] = components
         return messages
+
+    def _click_answer(self, part: messages_pb2.OutboundMessage) -> Sequence[PlatformMessage]:
+        token = part.reply_context.get(INTERACTION_TOKEN, "")
+        application = part.reply_context.get(APPLICATION_ID) or self.application_id
+        if not TOKEN.fullmatch(token) or not SNOWFLAKE.fullmatch(application):
+            raise Undeliverable("the part's Discord interaction is malformed")
+        answer = answer_body(part)
+        if answer is None:
+            return []
+        edit, body = answer
+        hook = {"application_id": application, "interaction_token": token}
+        return [PlatformMessage({"route": ORIGINAL if edit else FOLLOWUP, **hook, "json": body})]
 
     async def send(self, account: str, message: PlatformMessage) -> None:
         if account != self.account:

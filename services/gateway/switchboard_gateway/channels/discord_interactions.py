@@ -8,8 +8,9 @@ the channel it was used in (``direct`` in a DM with the bot, else ``group`` and 
 the bot), the id the interaction's. Discord is answered at once with a deferred response
 (type 5: "<bot> is thinking..."); the interaction's token and application id travel with the
 message as ``reply_context`` so the reply edits that response (see :mod:`.discord`). A command
-with no text gets an ephemeral hint and publishes nothing. Other interaction types (buttons,
-autocomplete, modals: nothing registers them) are refused with 400.
+with no text gets an ephemeral hint and publishes nothing. A MESSAGE_COMPONENT (type 3), a
+click on an approval notice's button, is the click :mod:`.discord_buttons` makes of it. Other
+interaction types (autocomplete, modals: nothing registers them) are refused with 400.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from switchboard import jsonsafe
 from switchboard.v1 import messages_pb2
 
 from .base import BadPayload, Inbound
+from .discord_buttons import MESSAGE_COMPONENT, parse_component
 
 PING, APPLICATION_COMMAND = 1, 2
 PONG, CHANNEL_MESSAGE, DEFERRED_CHANNEL_MESSAGE = 1, 4, 5
@@ -52,13 +54,18 @@ def parse_interaction(body: bytes) -> Inbound:
     kind = data.get("type")
     if kind == PING:
         return Inbound(reply={"type": PONG})
+    if kind == MESSAGE_COMPONENT:
+        context, sender, channel_id, group = _origin(data)
+        return parse_component(data, context, sender, channel_id, group)
     if kind != APPLICATION_COMMAND:
         shown = kind if isinstance(kind, int) and not isinstance(kind, bool) else "?"
         raise BadPayload(f"interaction type {shown} is not supported")
     return _command(data)
 
 
-def _command(data: Mapping[str, Any]) -> Inbound:
+def _origin(data: Mapping[str, Any]) -> tuple[dict[str, str], str, str, bool]:
+    """An interaction's reply context (its id, application and token), its user, its channel,
+    and whether that channel is a group (a server's channel or a group DM)."""
     interaction_id = _snowflake(data.get("id"), "id")
     application_id = _snowflake(data.get("application_id"), "application_id")
     token = data.get("token")
@@ -72,6 +79,17 @@ def _command(data: Mapping[str, Any]) -> Inbound:
     member = _object(data, "member")
     user = _object(member, "user") if member else _object(data, "user")
     sender = _snowflake(user.get("id"), "user.id")
+    group = guild_id is not None or channel.get("type") == GROUP_DM
+    context = {
+        INTERACTION_TOKEN: token,
+        APPLICATION_ID: application_id,
+        INTERACTION_ID: interaction_id,
+    }
+    return context, sender, channel_id, group
+
+
+def _command(data: Mapping[str, Any]) -> Inbound:
+    context, sender, channel_id, group = _origin(data)
     command = _object(data, "data")
     if not isinstance(command.get("name"), str):
         raise BadPayload("the interaction names no command")
@@ -81,18 +99,13 @@ def _command(data: Mapping[str, Any]) -> Inbound:
     if not text.strip():
         hint = {"content": NO_TEXT_HINT, "flags": EPHEMERAL, "allowed_mentions": {"parse": []}}
         return Inbound(reply={"type": CHANNEL_MESSAGE, "data": hint})
-    group = guild_id is not None or channel.get("type") == GROUP_DM
     message = messages_pb2.InboundMessage(
         sender=sender,
         chat=messages_pb2.ChatRef(id=channel_id, type="group" if group else "direct"),
         text=text,
-        message_id=interaction_id,
+        message_id=context[INTERACTION_ID],
         mentions_bot=group,  # a slash command is addressed to the bot
-        reply_context={
-            INTERACTION_TOKEN: token,
-            APPLICATION_ID: application_id,
-            INTERACTION_ID: interaction_id,
-        },
+        reply_context=context,
     )
     return Inbound(messages=[message], reply={"type": DEFERRED_CHANNEL_MESSAGE})
 

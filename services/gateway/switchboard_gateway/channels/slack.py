@@ -4,8 +4,9 @@ Configured by ``SB_SLACK_BOT_TOKEN`` (``xoxb-...``) and ``SB_SLACK_SIGNING_SECRE
 ``SB_SLACK_API_BASE`` points the Web API client elsewhere (tests, proxies). Calls are verified
 by Slack's signing secret (``X-Slack-Signature: v0=<HMAC-SHA256>`` over ``v0:<timestamp>:<raw
 body>``, the timestamp within five minutes). Events are parsed by :mod:`.slack_events`, replies
-formatted by :mod:`.slack_format`. Slack has no typing indicator for a bot's plain messages:
-``typing`` does nothing. See docs/channels/slack.md.
+formatted by :mod:`.slack_format`; the same route, verified the same way, takes the clicks on
+an approval notice's buttons (interactivity, :mod:`.slack_buttons`). Slack has no typing
+indicator for a bot's plain messages: ``typing`` does nothing. See docs/channels/slack.md.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ from .base import (
 )
 from .media_out import load, stored_refs, upload_spec
 from .slack_accounts import Workspace, configured_workspaces
+from .slack_buttons import (
+    EPHEMERAL,
+    UPDATE,
+    answer_messages,
+    is_interactive,
+    notice_blocks,
+    parse_interactivity,
+    send_answer,
+)
 from .slack_events import parse_events
 from .slack_files import SlackFiles
 from .slack_format import TEXT_LIMIT, split_mrkdwn, to_mrkdwn
@@ -149,6 +159,8 @@ class SlackAdapter:
         if retry:  # the same event again: its message id makes it a duplicate on INBOUND
             reason = request.headers.get("x-slack-retry-reason", "")[:40]
             log.info("slack retry %s (%s)", retry[:4], reason)
+        if is_interactive(request.headers, request.body):  # a button's click
+            return parse_interactivity(request.body)
         return parse_events(request.body, self.bot_user_id)
 
     async def fetch_attachments(self, message: messages_pb2.InboundMessage) -> None:
@@ -163,9 +175,13 @@ class SlackAdapter:
         the part's thread (``thread_ts``) when it has one. Media references that are URLs
         go as links (Slack shows a preview); stored files (``media:``) are uploaded after
         the text (``files_upload_v2``: files.getUploadURLExternal, the upload,
-        files.completeUploadExternal), each one platform message."""
+        files.completeUploadExternal), each one platform message. An approval notice's last
+        message carries the Approve and Deny buttons (``blocks``); the answer to a click updates
+        the notice or tells the clicker alone (slack_buttons.py)."""
         if not part.chat.id:
             raise Undeliverable("the part names no Slack channel")
+        if part.HasField("click"):
+            return answer_messages(part)
         text = to_mrkdwn(part.text)
         links = [f"<{ref}>" for ref in part.media if ref.startswith(("https://", "http://"))]
         text = "\n".join(t for t in [text, *links] if t)
@@ -182,6 +198,10 @@ class SlackAdapter:
             if thread_ts:
                 payload["thread_ts"] = thread_ts
             messages.append(PlatformMessage(payload))
+        texts = [m.payload for m in messages if "text" in m.payload]
+        blocks = notice_blocks(texts[-1]["text"], part.approval_id) if texts else None
+        if blocks is not None:
+            texts[-1]["blocks"] = blocks
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
@@ -199,6 +219,8 @@ class SlackAdapter:
                     channel=payload["channel"],
                     thread_ts=payload.get("thread_ts"),
                 )
+            elif payload.get("call") in (UPDATE, EPHEMERAL):  # a click's answer
+                await asyncio.to_thread(send_answer, self._client, payload)
             else:
                 await asyncio.to_thread(
                     self._client.chat_postMessage,
@@ -206,6 +228,7 @@ class SlackAdapter:
                     text=payload["text"],
                     thread_ts=payload.get("thread_ts"),
                     mrkdwn=True,
+                    blocks=payload.get("blocks"),
                 )
         except SlackApiError as exc:
             raise self._api_failure(exc) from None

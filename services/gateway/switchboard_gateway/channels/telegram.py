@@ -45,6 +45,7 @@ from .base import (
 from .media_out import Upload, load, stored_refs
 from .telegram_accounts import DEFAULT, Bot, configured_bots
 from .telegram_api import BotApi, BotApiError, describe, second_try
+from .telegram_buttons import BEST_EFFORT, answer_messages, keyboard
 from .telegram_files import ingest_attachments
 from .telegram_format import to_pieces
 from .telegram_inbound import (
@@ -245,9 +246,12 @@ class TelegramAdapter:
         ``reply_to`` with its first, in the forum topic ``thread_id``; then one
         ``send<Photo|Document|...>`` per ``telegram:`` media reference (URLs go as links) and
         an upload per stored file (``media:``, telegram_media.py: the text may be its
-        caption)."""
+        caption). An approval notice's last message carries the Approve and Deny buttons; the
+        answer to a click is the callback's answer and the notice's edit (telegram_buttons.py)."""
         if not _CHAT_ID.fullmatch(part.chat.id):
             raise Undeliverable("the part names no Telegram chat")
+        if part.HasField("click"):
+            return answer_messages(part, _chat(part.chat.id))
         base: dict[str, Any] = {"chat_id": _chat(part.chat.id)}
         if _TOPIC.fullmatch(part.thread_id):
             base["message_thread_id"] = int(part.thread_id)
@@ -290,6 +294,10 @@ class TelegramAdapter:
                 method = SEND_MEDIA[media.kind]
                 messages.append(PlatformMessage({"method": method, "params": params}))
         messages += file_messages(base, files, None)
+        buttons = keyboard(part.approval_id) if part.approval_id else None
+        texts = [m for m in messages if m.payload["method"] == "sendMessage"]
+        if buttons is not None and texts:
+            texts[-1].payload["params"]["reply_markup"] = buttons
         return messages
 
     async def send(self, account: str, message: PlatformMessage) -> None:
@@ -303,6 +311,9 @@ class TelegramAdapter:
         try:
             await self._post(method, params, upload)
         except BotApiError as exc:
+            if message.payload.get(BEST_EFFORT) and exc.code == 400:  # a query too old...
+                log.info("telegram %s refused: %s", method, exc.description)
+                return
             again = second_try(exc, params, message.payload.get("plain"))
             if again is None:
                 raise self._failure(exc) from None

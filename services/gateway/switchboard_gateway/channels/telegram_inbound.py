@@ -4,8 +4,10 @@
 (:mod:`.telegram_poll`). One update gives at most one message:
 
 - ``message`` and ``edited_message`` (``edited=True``) in private chats (chat type
-  ``direct``), groups and supergroups (``group``); channel posts, callback queries, member
-  updates and other kinds give none (Telegram gets its 200 and does not retry them);
+  ``direct``), groups and supergroups (``group``); a ``callback_query`` from a click on an
+  approval notice's button gives the command it stands for (:mod:`.telegram_buttons`); channel
+  posts, member updates and other kinds give none (Telegram gets its 200 and does not retry
+  them);
 - the text is the message's ``text`` or a media message's ``caption``;
 - ``message_id`` is ``<chat_id>:<message_id>`` (Telegram's ids are unique per chat only), and
   an edit's ``<chat_id>:<message_id>:edit:<edit_date>``: globally unique and the same when
@@ -37,10 +39,11 @@ from switchboard import jsonsafe
 from switchboard.v1 import messages_pb2
 
 from .base import BadPayload
+from .telegram_buttons import parse_callback
 
-# The update kinds that can carry messages for the agent: setWebhook and getUpdates ask for
-# these only.
-ALLOWED_UPDATES = ("message", "edited_message")
+# The update kinds that can carry messages for the agent (and button clicks): setWebhook and
+# getUpdates ask for these only.
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 MEDIA_KINDS = ("photo", "document", "audio", "voice", "video")
 CHAT_TYPES = {"private": "direct", "group": "group", "supergroup": "group"}
 _FILE_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
@@ -124,7 +127,9 @@ def parse_update(update: Any, bot: BotInfo) -> list[messages_pb2.InboundMessage]
         found = _message(update["message"], bot, edited=False, update_id=update_id)
     elif "edited_message" in update:
         found = _message(update["edited_message"], bot, edited=True, update_id=update_id)
-    else:  # channel posts, callback queries, member changes...: nothing for the agent
+    elif "callback_query" in update:  # a button's click
+        found = parse_callback(update["callback_query"], bot.id, CHAT_TYPES)
+    else:  # channel posts, member changes...: nothing for the agent
         return []
     return [found] if found is not None else []
 
