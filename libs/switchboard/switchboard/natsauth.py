@@ -79,7 +79,7 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
     s = s or Subjects()
     p = s.prefix
     publish = ["$JS.API.INFO", "$JS.API.STREAM.INFO.*"]
-    subscribe = [f"{inbox_prefix(service)}.>", s.health(service)]
+    subscribe = [f"{inbox_prefix(service)}.>", s.health(service), s.health_replicas(service)]
     if service == STREAM_OWNER:
         publish += ["$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*"]
     if service == "gateway":
@@ -89,6 +89,12 @@ def permissions(service: str, s: Subjects | None = None) -> Permissions:
             s.runs_abort(),
             s.sessions_command(),  # WebChat's /status, /reset... (answer: inbox)
             s.health("*"),
+            s.health_replicas("*"),  # GET /api/health: every replica's answer
+            # ... and the backlogs of the router's, the agents' and the executors' consumers
+            # (read only: their info).
+            f"$JS.API.CONSUMER.INFO.{s.stream('INBOUND')}.router",
+            f"$JS.API.CONSUMER.INFO.{s.stream('LANES')}.dispatch",
+            f"$JS.API.CONSUMER.INFO.{s.stream('TOOLS')}.executor",
             *_consumer(s, "OUTBOUND"),
             *_kv(s.channel_lease_bucket),
             *_kv(s.outbound_sent_bucket),

@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -48,6 +49,17 @@ STREAMS_POLL_S = 0.02
 STREAMS_FAST_S = 0.5
 PG_SOCKET_POLL_S = 0.02  # see socket_appears
 PG_SOCKET_WAIT_S = 60.0  # as store.create_pool's own wait
+
+
+def _version() -> str:
+    """The installed switchboard package's version (every service ships with it)."""
+    try:
+        return version("switchboard")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "unknown"
+
+
+VERSION = _version()  # in every health answer
 M = TypeVar("M", bound=Message)
 T = TypeVar("T")
 
@@ -118,6 +130,9 @@ class ServiceRuntime:
         self.readiness.add("started", self._started)
         await self._nc.subscribe(
             self.subjects.health(self.name), queue="health", cb=self._answer_health
+        )
+        await self._nc.subscribe(  # every replica answers here (GET /api/health)
+            self.subjects.health_replicas(self.name), cb=self._answer_health
         )
         if self.service.port("ops") is not None:
             self.ops = OpsServer(self.readiness, self.settings.ops_host, self.settings.ops_port)
@@ -286,6 +301,7 @@ class ServiceRuntime:
             "instance": self.instance,
             "ready": all(checks.values()),
             "checks": checks,
+            "version": VERSION,
         }
         await msg.respond(json.dumps(reply).encode())
 

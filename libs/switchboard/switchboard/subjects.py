@@ -72,6 +72,11 @@ class Subjects:
     def health(self, service: str) -> str:
         return f"{self.prefix}.health.{service}"
 
+    def health_replicas(self, service: str) -> str:
+        """Core request subject: every replica of ``service`` answers (no queue group), for
+        the gateway's ``GET /api/health``, which gathers the answers for a moment."""
+        return f"{self.prefix}.health.{service}.replicas"
+
     def stream(self, base: str) -> str:
         """Stream/bucket name: as docs/architecture.md names them for the default prefix,
         prefixed otherwise."""

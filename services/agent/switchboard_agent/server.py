@@ -173,7 +173,7 @@ async def serve(settings: AgentSettings, stop: asyncio.Event) -> None:
             settings.agent_grpc_port,
             rpc.Servicer(
                 sessions_pb2_grpc.add_SessionsServicer_to_server,
-                SessionsService(store, admin, models, UsageStore(pool), compactor),
+                SessionsService(store, admin, models, UsageStore(pool), compactor, settings.budget),
             ),
             rpc.Servicer(
                 approvals_pb2_grpc.add_ApprovalsServicer_to_server,

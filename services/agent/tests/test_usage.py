@@ -5,6 +5,7 @@ usage write is counted before its check, and Sessions.Usage / Sessions.List repo
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -115,6 +116,21 @@ async def test_sessions_usage_and_list(store: SessionStore) -> None:
     with pytest.raises(Aborted) as caught:
         await service.Usage(sessions_pb2.UsageRequest(day="31/01/2026"), Context())
     assert caught.value.args[0] == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_sessions_usage_answers_the_budget_limits(store: SessionStore) -> None:
+    """The limits beside the usage (the Control UI's charts draw them); none without a budget."""
+    request = sessions_pb2.UsageRequest(agent="main")
+    assert (await SessionsService(store).Usage(request, Context())).budget_json == ""
+    budget = Budget.model_validate(
+        {"agent_daily_tokens": 5000, "session_usd": 0.5, "agents": {"ops": {"run_tokens": 9}}}
+    )
+    reply = await SessionsService(store, budget=budget).Usage(request, Context())
+    assert json.loads(reply.budget_json) == {
+        "agent_daily_tokens": 5000,
+        "session_usd": 0.5,
+        "agents": {"ops": {"run_tokens": 9}},
+    }
 
 
 class Aborted(Exception):

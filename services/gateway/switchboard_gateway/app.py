@@ -30,8 +30,10 @@ from switchboard.v1 import (
 
 from . import (
     approvals_api,
+    config_api,
     cron_api,
     events_api,
+    health_api,
     hooks_api,
     media_api,
     memory_api,
@@ -39,6 +41,7 @@ from . import (
     pairing_api,
     sessions_api,
     status_page,
+    ui,  # the Control UI: its login, GET /ui and its scripts
     usage_api,
     webchat,  # webchat: GET /webchat and WS /webchat/ws
 )
@@ -191,8 +194,11 @@ def create_app(
     app.include_router(cron_api.router)
     app.include_router(media_api.router)  # media: GET /api/media/{sha256}
     app.include_router(usage_api.router)
+    app.include_router(health_api.router(rt))  # GET /api/health: services, queues
+    app.include_router(config_api.router)  # GET /api/config: settings redacted, audit
     app.include_router(webchat.router)  # webchat: the page (public) and its WebSocket
     app.include_router(web_assets.router)  # the pages' vendored libraries (public)
+    app.include_router(ui.router)  # the Control UI: login (public, checks itself), pages
     mcp = LazyMcp(app.state)  # mcp: streamable HTTP at /mcp, behind the token
     app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"]))
     if channels:

@@ -11,6 +11,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .a2a_mount import CARD_PATH
 from .errors import error_body
+from .ui import PUBLIC_PATHS as UI_PATHS
+from .ui import login as ui_login
 from .web.assets import PUBLIC_PATHS as WEB_ASSETS
 
 # /metrics is not public: its series name routes, channels and volumes. /openapi.json is served
@@ -26,10 +28,12 @@ PUBLIC = frozenset(
         "/webchat/view.js",
         "/webchat/webchat.js",
         "/webchat/webchat.css",
+        *("/webchat/prefs.js", "/webchat/sidebar.js", "/webchat/socket.js", "/webchat/voice.js"),
         # --- a2a: the agent card (it names the bearer scheme; POST /a2a needs the token) ---
         CARD_PATH,
     }
     | WEB_ASSETS  # the pages' vendored libraries (web/vendor_lock.py): no data
+    | UI_PATHS  # the Control UI's pages (no data) and its login routes (each checks itself)
 )
 # Channel webhooks are authenticated by the platform's own signature or secret.
 PLATFORM_AUTHENTICATED = "/channels/"
@@ -59,7 +63,8 @@ def caller_id(authorization: str) -> str:
 
 
 class TokenAuth:
-    """ASGI middleware: 401 in OpenAI's error shape unless the request carries the token."""
+    """ASGI middleware: 401 in OpenAI's error shape unless the request carries the token, or
+    (no Authorization header) the Control UI's cookie and its CSRF token (ui/login.py)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -70,13 +75,19 @@ class TokenAuth:
             header = next(
                 (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), ""
             )
-            problem = token_problem(header, self.token)
+            problem, status = token_problem(header, self.token), 401
+            if problem is not None and not header:
+                refusal = ui_login.cookie_auth(scope, self.token)
+                if refusal is None:
+                    problem = None
+                elif refusal is not ui_login.NO_COOKIE:
+                    problem, status = refusal.message, refusal.status
             if problem is not None:
                 code = "invalid_api_key" if problem.startswith("Invalid") else None
                 response = JSONResponse(
-                    error_body(401, problem, code),
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
+                    error_body(status, problem, code),
+                    status_code=status,
+                    headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
                 )
                 await response(scope, receive, send)
                 return

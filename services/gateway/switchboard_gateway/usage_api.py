@@ -1,7 +1,9 @@
-"""``GET /api/usage``: token and cost usage from the agent's ``Sessions.Usage`` (operators)."""
+"""``GET /api/usage``: token and cost usage from the agent's ``Sessions.Usage`` (operators), with
+the agent's budget limits (``SB_BUDGET``) so that a chart can draw them."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from typing import Any
 
@@ -30,7 +32,8 @@ def _totals(t: sessions_pb2.UsageTotals) -> dict[str, Any]:
 async def usage(
     request: Request, agent: str = "", day: str = "", session: str = "", run: str = ""
 ) -> dict[str, Any]:
-    """Totals and rows per (agent, UTC day, model); every parameter narrows the selection."""
+    """Totals and rows per (agent, UTC day, model); every parameter narrows the selection;
+    ``budget``: the agent's limits (``null`` without ``SB_BUDGET``)."""
     if day:
         try:
             date.fromisoformat(day)
@@ -57,4 +60,5 @@ async def usage(
             {"agent": r.agent, "day": r.day, "model": r.model, **_totals(r.totals)}
             for r in reply.rows
         ],
+        "budget": json.loads(reply.budget_json) if reply.budget_json else None,
     }

@@ -13,15 +13,26 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 
+from switchboard_gateway.ui import login as ui_login
+from switchboard_gateway.ui import page as ui_page
+from switchboard_gateway.web import assets as web_assets
+
 from .gateway_harness import Gateway, started
 
 PUBLIC = {"/", "/healthz", "/readyz"}
 # --- webchat: its page is public (no data); its WebSocket authenticates itself with its first
 # frame (the middleware sees HTTP only), tested in test_webchat.py. ---
 PUBLIC |= {"/webchat", "/webchat/view.js", "/webchat/webchat.js", "/webchat/webchat.css"}
+PUBLIC |= {"/webchat/prefs.js", "/webchat/sidebar.js", "/webchat/socket.js", "/webchat/voice.js"}
 # --- a2a: the agent card is public (it names the bearer scheme); POST /a2a needs the token. ---
 PUBLIC |= {"/.well-known/agent-card.json"}
 SELF_AUTHENTICATED_SOCKETS = {"/webchat/ws"}
+# --- the Control UI: its pages are public (no data); its login routes check the gateway token
+# or the UI cookie themselves (tested in test_ui_login.py). ---
+PUBLIC |= ui_page.PUBLIC_PATHS
+SELF_AUTHENTICATED_HTTP = ui_login.PATHS
+# --- the pages' browser libraries and shared modules (web/): public, no data. ---
+PUBLIC |= web_assets.PUBLIC_PATHS
 WEBHOOK = "/channels/{channel}/{account}"
 PARAMS = {"key": "main:api:alice", "approval_id": "ap-1", "channel": "fakechat"}
 
@@ -60,7 +71,11 @@ def routes(app: FastAPI) -> list[tuple[str, str]]:
 
 
 def protected(app: FastAPI) -> list[tuple[str, str]]:
-    return [(m, p) for m, p in routes(app) if p not in PUBLIC and p != WEBHOOK]
+    return [
+        (m, p)
+        for m, p in routes(app)
+        if p not in PUBLIC and p not in SELF_AUTHENTICATED_HTTP and p != WEBHOOK
+    ]
 
 
 def url(template: str, key: str = PARAMS["key"]) -> str:

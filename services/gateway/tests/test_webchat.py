@@ -34,17 +34,23 @@ async def test_the_page_is_public_and_loads_nothing_from_elsewhere(wg: WebChatGa
     assert page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]
     assert "default-src 'none'" in policy and "connect-src 'self'" in policy
-    assert '<script src="/webchat/webchat.js"' in page.text
+    assert '<script type="module" src="/webchat/webchat.js"' in page.text
     assert 'aria-live="polite"' in page.text and '<label for="token">' in page.text
-    assets = [(f"/webchat/{name}.js", "javascript") for name in ("view", "webchat")]
+    names = ("view", "webchat", "prefs", "sidebar", "socket", "voice")
+    assets = [(f"/webchat/{name}.js", "javascript") for name in names]
     for path, kind in [*assets, ("/webchat/webchat.css", "css")]:
         asset = await wg.gw.client.get(path)
         assert asset.status_code == 200 and kind in asset.headers["content-type"]
         assert not re.search(r"https?://", asset.text), f"{path} refers to another host"
     script = (await wg.gw.client.get("/webchat/webchat.js")).text
     assert "sessionStorage" in script and "localStorage" not in script
+    # localStorage holds the theme and the conversations' names only, never the token.
+    prefs = (await wg.gw.client.get("/webchat/prefs.js")).text
+    assert "switchboard.webchat.token" in script and "switchboard.webchat.token" not in prefs
     view = (await wg.gw.client.get("/webchat/view.js")).text
-    assert "innerHTML" not in script + view  # text is set as text, never parsed as HTML
+    others = [(await wg.gw.client.get(f"/webchat/{n}.js")).text for n in ("sidebar", "socket")]
+    # Text is set as text, never parsed as HTML (the Markdown renderer sanitises what it parses).
+    assert "innerHTML" not in script + view + prefs + "".join(others)
     # The API next to it still wants the token.
     assert (await wg.gw.client.get("/api/sessions/x/history")).status_code == 401
 
@@ -54,7 +60,14 @@ async def test_connect_then_send_publishes_a_webchat_message(wg: WebChatGateway)
         session = hello["session"]
         assert hello["session_key"] == f"main:webchat:{session}"
         assert (hello["seq"], hello["resumed"], hello["replayed"]) == (0, False, 0)
-        assert set(hello["methods"]) == {"connect", "send", "history", "abort", "decide"}
+        assert set(hello["methods"]) == {
+            "connect",
+            "send",
+            "history",
+            "abort",
+            "decide",
+            "sessions",
+        }
         first = await client.request("send", text="hello there")
         second = await client.request("send", text="hello there")
     assert first["ok"] and second["ok"], (first, second)

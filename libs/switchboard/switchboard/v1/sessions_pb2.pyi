@@ -191,12 +191,14 @@ class UsageRow(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., day: _Optional[str] = ..., model: _Optional[str] = ..., totals: _Optional[_Union[UsageTotals, _Mapping]] = ...) -> None: ...
 
 class UsageResponse(_message.Message):
-    __slots__ = ("total", "rows")
+    __slots__ = ("total", "rows", "budget_json")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_JSON_FIELD_NUMBER: _ClassVar[int]
     total: UsageTotals
     rows: _containers.RepeatedCompositeFieldContainer[UsageRow]
-    def __init__(self, total: _Optional[_Union[UsageTotals, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ...) -> None: ...
+    budget_json: str
+    def __init__(self, total: _Optional[_Union[UsageTotals, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ..., budget_json: _Optional[str] = ...) -> None: ...
 
 class CompactSessionRequest(_message.Message):
     __slots__ = ("session_key", "keep_turns")

@@ -23,6 +23,7 @@ from switchboard.sessions import parse_session_key, validate_session_key
 from switchboard.v1 import sessions_pb2, sessions_pb2_grpc
 
 from ..compaction.compactor import Compactor
+from ..runs.budget import Budget
 from ..sessions.admin import SessionAdmin
 from ..sessions.models import ModelChoiceError, SessionModels
 from ..sessions.store import SessionStore
@@ -56,8 +57,10 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         models: SessionModels | None = None,
         usage: UsageStore | None = None,
         compactor: Compactor | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.store = store
+        self.budget = budget  # SB_BUDGET: Usage answers it beside the usage
         self.admin = admin
         self.models = models
         self.usage = usage or UsageStore(store.pool)
@@ -137,6 +140,7 @@ class SessionsService(sessions_pb2_grpc.SessionsServicer):
         key = validate_session_key(request.session_key) if request.session_key else ""
         total, rows = await self.usage.report(request.agent, day, key, request.run_id)
         return sessions_pb2.UsageResponse(
+            budget_json=self.budget.model_dump_json(exclude_defaults=True) if self.budget else "",
             total=usage_totals(total),
             rows=[
                 sessions_pb2.UsageRow(

@@ -275,6 +275,8 @@ class Connection:
                 result = await methods.history(params)
             elif isinstance(params, protocol.DecideParams):
                 result = await methods.decide(params)
+            elif isinstance(params, protocol.SessionsParams):
+                result = await methods.sessions_list(params)
             else:
                 assert isinstance(params, protocol.AbortParams)
                 result = await methods.abort(params)

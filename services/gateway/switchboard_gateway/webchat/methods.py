@@ -2,11 +2,13 @@
 media service, into its session; a session command such as ``/status`` is answered by an agent
 replica at once, as the router has them answered for chat channels), ``history``
 (the session's transcript, from the agent's Sessions gRPC) and ``abort`` (an ``AbortRun`` on
-``sb.runs.abort``: the agent replica running the session interrupts its run)."""
+``sb.runs.abort``: the agent replica running the session interrupts its run) and ``sessions``
+(the WebChat conversations, from the agent's Sessions gRPC)."""
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -29,11 +31,13 @@ from ..conversations import BusUnavailable, Conversations, Outgoing
 from ..errors import AGENT, ApiError, backend_error
 from . import protocol
 from .attachments import AttachmentError, ingest_attachments
-from .protocol import AbortParams, DecideParams, HistoryParams, SendParams
+from .protocol import AbortParams, DecideParams, HistoryParams, SendParams, SessionsParams
 
 CHANNEL = "webchat"
 OURS = {grpc.StatusCode.INVALID_ARGUMENT}  # the agent's own refusals (sessions_api)
 COMMAND_TIMEOUT_S = 5.0  # what the router gives the agents too
+LISTED = 1000  # the agent's sessions (of every channel) the WebChat ones are picked from
+SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CODES = {400: protocol.INVALID_REQUEST, 503: protocol.UNAVAILABLE, 504: protocol.TIMEOUT}
 
 
@@ -145,6 +149,30 @@ class Methods:
                 for m in reply.messages
             ],
         )
+
+    async def sessions_list(self, params: SessionsParams) -> protocol.SessionsResult:
+        """The default agent's WebChat sessions, newest first: picked from its
+        :data:`LISTED` most recent sessions of every channel (Sessions.List has no filter by
+        channel)."""
+        prefix = f"{self.agent}:{CHANNEL}:"
+        try:
+            reply = await self.sessions.List(
+                sessions_pb2.ListSessionsRequest(agent=self.agent, limit=LISTED), timeout=5.0
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise _method_error(backend_error(exc, AGENT, "Sessions.List", OURS)) from exc
+        found = [
+            protocol.SessionSummary(
+                session=s.session_key[len(prefix) :],
+                session_key=s.session_key,
+                updated_at_ms=s.updated_at_ms,
+                message_count=s.message_count,
+            )
+            for s in reply.sessions
+            if s.session_key.startswith(prefix) and SESSION_ID.match(s.session_key[len(prefix) :])
+        ]
+        found.sort(key=lambda s: s.updated_at_ms, reverse=True)
+        return protocol.SessionsResult(sessions=found[: params.limit])
 
     async def abort(self, params: AbortParams) -> protocol.AbortResult:
         session = params.session or self.session

@@ -1,5 +1,6 @@
-"""``GET /webchat``: the WebChat page, its script and its style sheet (package data under
-``static/``, no build step, nothing from elsewhere). Public: they hold no data; the page asks
+"""``GET /webchat``: the WebChat page, its scripts (ES modules) and its style sheet (package data
+under ``static/``, no build step, nothing from elsewhere; the Markdown renderer and the libraries
+it imports are the shared ones of :mod:`..web.assets`). Public: they hold no data; the page asks
 for the gateway token and sends it in the socket's connect request, never in a URL."""
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ ASSETS = {
     "/webchat/view.js": ("view.js", "text/javascript; charset=utf-8"),
     "/webchat/webchat.js": ("webchat.js", "text/javascript; charset=utf-8"),
     "/webchat/webchat.css": ("webchat.css", "text/css; charset=utf-8"),
+    "/webchat/prefs.js": ("prefs.js", "text/javascript; charset=utf-8"),
+    "/webchat/sidebar.js": ("sidebar.js", "text/javascript; charset=utf-8"),
+    "/webchat/socket.js": ("socket.js", "text/javascript; charset=utf-8"),
+    "/webchat/voice.js": ("voice.js", "text/javascript; charset=utf-8"),
 }
 PUBLIC_PATHS = frozenset(ASSETS)
 # Only this origin's script, style and socket; no framing, no form posts, no referrer.

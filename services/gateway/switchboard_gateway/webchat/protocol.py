@@ -97,6 +97,12 @@ class AbortParams(Frame):
     session: SessionId | None = None
 
 
+class SessionsParams(Frame):
+    """The WebChat conversations of the default agent, newest first (the page's sidebar)."""
+
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
 class DecideParams(Frame):
     """Approve or deny a tool call waiting in a run (the tool card's buttons)."""
 
@@ -111,6 +117,7 @@ PARAMS: dict[str, type[Frame]] = {
     "history": HistoryParams,
     "abort": AbortParams,
     "decide": DecideParams,
+    "sessions": SessionsParams,
 }
 
 
@@ -176,6 +183,17 @@ class DecideResult(Frame):
     approval_id: str
     status: str  # approved | denied
     tool: str
+
+
+class SessionSummary(Frame):
+    session: str  # the session id, for connect, send and history
+    session_key: str
+    updated_at_ms: int
+    message_count: int
+
+
+class SessionsResult(Frame):
+    sessions: list[SessionSummary]
 
 
 class HistoryMessage(Frame):
