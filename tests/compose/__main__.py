@@ -9,7 +9,9 @@ checks, sends one ``POST /v1/chat/completions`` with the gateway token (the fake
 with a get_time tool call, then with the tool's result), checks the reply, the trace (the
 message's trace id in the JSON logs of gateway, router, agent and tools, and its spans in the
 trace backend the services export to over OTLP) and the metrics
-(Prometheus, scraping every replica), and tears everything down, also when a step fails or the
+(Prometheus, scraping every replica), then edits the configuration file the services read from
+a directory of the run's own (tests/compose/configrun.py: applied without a restart, refused
+with its line, needing a restart), and tears everything down, also when a step fails or the
 run is interrupted. Opt-in: not part of ``make test`` (it needs root, podman and minutes).
 """
 
@@ -32,7 +34,7 @@ from types import FrameType
 import httpx
 from ruamel.yaml import YAML
 
-from . import checks, images
+from . import checks, configrun, images
 from .stack import Stack, StackError, podman_conf, start_levels
 
 ROOT = images.ROOT
@@ -69,12 +71,14 @@ def free_port() -> int:
         return port
 
 
-def compose_env(dropped: set[str], ports: dict[str, int]) -> dict[str, str]:
+def compose_env(dropped: set[str], ports: dict[str, int], config_dir: Path) -> dict[str, str]:
     """This process's environment for podman-compose, less whatever compose would hand the
-    services from it (model keys, channel tokens: the smoke run uses the fake model only)."""
+    services from it (model keys, channel tokens: the smoke run uses the fake model only);
+    the services read the configuration file from ``config_dir``, not the repository's."""
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(MODEL_ENV)
     env["SB_IMAGE_TAG"] = TAG
+    env["SB_CONFIG_DIR"] = str(config_dir)
     env.update({name: str(port) for name, port in ports.items()})
     return env
 
@@ -158,12 +162,13 @@ def main(argv: list[str] | None = None) -> int:
             for name, seconds in built.steps.items():
                 say(f"    {name}: {seconds} s")
         env_file = write_env_file(Path(tmp))
+        config = configrun.ConfigDir(Path(tmp), configrun.Values())
         ports = {"SB_GATEWAY_PORT": free_port(), "SB_PROMETHEUS_PORT": free_port()}
-        env = compose_env(passed_through(COMPOSE_FILES[0]), ports)
+        env = compose_env(passed_through(COMPOSE_FILES[0]), ports, config.path)
         stack = Stack(args.podman_compose.split(), PROJECT, COMPOSE_FILES, env_file, env, ROOT)
         ok = False
         try:
-            ok = run_smoke(stack, env_file, ports, figures)
+            ok = run_smoke(stack, env_file, ports, figures, config)
         except (StackError, KeyboardInterrupt) as exc:
             say(f"FAILED: {exc}")
         finally:
@@ -182,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_smoke(
-    stack: Stack, env_file: Path, ports: dict[str, int], figures: dict[str, float]
+    stack: Stack,
+    env_file: Path,
+    ports: dict[str, int],
+    figures: dict[str, float],
+    config_dir: configrun.ConfigDir,
 ) -> bool:
     config = stack.config()
     services = set(config["services"]) - NOT_RUN
@@ -198,10 +207,13 @@ def run_smoke(
     say("    containers: " + ", ".join(f"{s} x{n}" for s, n in sorted(running.items())))
     gateway = service_url(stack, "gateway", ports["SB_GATEWAY_PORT"], 8080, "/healthz")
     prometheus = service_url(stack, "prometheus", ports["SB_PROMETHEUS_PORT"], 9090, "/-/ready")
+    token = env_value(env_file, "SB_GATEWAY_TOKEN")
     try:
         with step("send one message through the OpenAI API", figures):
-            message = checks.send_message(gateway, env_value(env_file, "SB_GATEWAY_TOKEN"))
+            message = checks.send_message(gateway, token)
             say(f"    reply: {message.reply!r}")
+            if message.model != config_dir.values.model:  # the file's, read at start
+                raise checks.CheckFailed(f"model {message.model!r}, not the file's")
         with step("check the trace in the services' logs", figures):
             lines = checks.check_trace(stack, message.trace_id)
             say(f"    trace {message.trace_id}: log lines {lines}")
@@ -213,6 +225,17 @@ def run_smoke(
             replicas = sum(len(stack.of(s)) for s in services if s in checks.SCRAPED)
             values = checks.check_metrics(prometheus, replicas)
             say(f"    {values}")
+        edits = configrun.ConfigRun(
+            stack, config_dir, lambda user: checks.send_message(gateway, token, user).model or ""
+        )
+        with step("edit the config file (renamed over): the model", figures):
+            say("    " + edits.edit("smoke-model-b", in_place=False))
+        with step("rewrite the config file in place: the model, dm_policy", figures):
+            say("    " + edits.edit("smoke-model-c", "allowlist", in_place=True))
+        with step("a refused config file edit", figures):
+            say("    " + edits.refused())
+        with step("a config file edit that needs a restart", figures):
+            say("    " + edits.needs_restart())
     except checks.CheckFailed as exc:
         say(f"FAILED: {exc}")
         for service in (*checks.TRACED, FAKE_LLM):

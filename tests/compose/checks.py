@@ -15,6 +15,7 @@ import openai
 
 from switchboard import registry
 
+from .fake_model import model_named
 from .stack import Stack
 
 T = TypeVar("T")
@@ -44,16 +45,17 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
 class Message:
     reply: str
     trace_id: str
+    model: str | None  # the model the agent asked the fake model for (its reply names it)
 
 
-def send_message(base_url: str, token: str) -> Message:
+def send_message(base_url: str, token: str, user: str = "compose-smoke") -> Message:
     """One chat completion with a W3C traceparent of our own, so its trace id is known."""
     trace_id = os.urandom(16).hex()
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=token, max_retries=0, timeout=300)
     completion = client.chat.completions.create(
         model="switchboard",
         messages=[{"role": "user", "content": "What time is it in UTC?"}],
-        user="compose-smoke",
+        user=user,
         extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
     )
     reply = completion.choices[0].message.content or ""
@@ -61,7 +63,7 @@ def send_message(base_url: str, token: str) -> Message:
     # service and its output (the current year) came back through agent and gateway.
     if not reply.startswith("Tool said: ") or time.strftime("%Y", time.gmtime()) not in reply:
         raise CheckFailed(f"the reply is not the tool's result: {reply!r}")
-    return Message(reply, trace_id)
+    return Message(reply, trace_id, model_named(reply))
 
 
 def json_lines(lines: list[str]) -> list[dict[str, Any]]:

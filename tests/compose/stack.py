@@ -134,13 +134,14 @@ class Stack:
 
     def logs(self, service: str) -> list[str]:
         """Every line each container of ``service`` wrote (stdout and stderr)."""
-        lines: list[str] = []
-        for container in self.of(service):
-            done = subprocess.run(
-                ["podman", "logs", container.name], capture_output=True, text=True, timeout=120
-            )
-            lines += (done.stdout + done.stderr).splitlines()
-        return lines
+        return [line for c in self.of(service) for line in self.container_logs(c.name)]
+
+    def container_logs(self, container: str) -> list[str]:
+        """Every line one container wrote (stdout and stderr)."""
+        done = subprocess.run(
+            ["podman", "logs", container], capture_output=True, text=True, timeout=120
+        )
+        return (done.stdout + done.stderr).splitlines()
 
     def address(self, service: str) -> str:
         """The IP address of a service's (first) container on the project's network."""

@@ -1,21 +1,28 @@
 """Offline checks of the Compose smoke run (``make compose-smoke``, tests/compose/): its override
 deploy/compose/smoke.yml only swaps third-party images for the local builds and points the
 services away from what cannot run without an image registry, the local images keep the
-official images' contract, and the start order follows the health-checked dependencies."""
+official images' contract, the start order follows the health-checked dependencies, and the
+configuration file the run edits is what the services accept, refuse and reload as it expects."""
 
 from __future__ import annotations
 
 import json
 import re
+import stat
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from switchboard import registry
-from tests.compose import images
-from tests.compose.__main__ import ADDED, COMPOSE_FILES, FAKE_LLM, MODEL_ENV, NOT_RUN
+from switchboard.configfile import ConfigError
+from switchboard.configfile.load import load
+from switchboard.configfile.reload import readers, reloadable
+from tests.compose import configrun, images
+from tests.compose.__main__ import ADDED, COMPOSE_FILES, FAKE_LLM, MODEL_ENV, NOT_RUN, compose_env
+from tests.compose.fake_model import model_named, naming_the_model
 from tests.compose.stack import StackError, start_levels
+from tests.fakes.llm import FakeRequest, tool_then_text
 
 from .manifests import ROOT, Doc, compose_services, dockerfile_instructions, load_doc
 
@@ -63,8 +70,8 @@ def test_the_only_added_service_is_the_fake_model_api() -> None:
     assert added == ADDED
     llm = override()[FAKE_LLM]
     command = llm["command"]
-    assert command[:3] == ["python", "-m", "tests.fakes.llm"]
-    assert (ROOT / "tests" / "fakes" / "llm.py").is_file()
+    assert command[:3] == ["python", "-m", "tests.compose.fake_model"]
+    assert (ROOT / "tests" / "compose" / "fake_model.py").is_file()
     port = int(command[command.index("--port") + 1])
     # The agent gets the fake's address from the smoke run's environment (passed through).
     base_url = urlsplit(MODEL_ENV["OPENAI_BASE_URL"])
@@ -152,3 +159,71 @@ def test_the_base_uses_this_machines_debian_mirror(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
     (tmp_path / "sources.list").write_text("deb http://other.example/debian bookworm main\n")
     assert images.debian_mirror(tmp_path) == "http://other.example/debian"
+
+
+def fake_request(model: str, tool_results: list[str]) -> FakeRequest:
+    return FakeRequest("openai", model, ["get_time"], tool_results, "What time?", "", True, {})
+
+
+def test_the_fake_models_final_answer_names_the_model_asked_for() -> None:
+    script = naming_the_model(tool_then_text())
+    first = script(fake_request("smoke-model-a", []))
+    assert first.tool_calls == [("get_time", {"timezone": "UTC"})] and not first.text
+    final = script(fake_request("smoke-model-b", ["2026-12-02T14:00:00Z"]))
+    assert final.text.startswith("Tool said: 2026-12-02T14:00:00Z")
+    assert model_named(final.text) == "smoke-model-b"
+    assert model_named("Tool said: 12:00") is None
+
+
+def test_the_run_mounts_a_config_directory_of_its_own(tmp_path: Path) -> None:
+    config = configrun.ConfigDir(tmp_path, configrun.Values())
+    env = compose_env(set(), {}, config.path)
+    assert env["SB_CONFIG_DIR"] == str(config.path) != str(ROOT / "config")
+    for service in registry.SERVICES:
+        compose = compose_services()[service.name]
+        mounts = [v for v in compose["volumes"] if isinstance(v, dict)]
+        assert {"source": "${SB_CONFIG_DIR:-./config}", "target": "/etc/switchboard"}.items() <= (
+            mounts[0].items()
+        )
+        assert compose["environment"]["SB_CONFIG_FILE"] == configrun.MOUNTED
+    # Readable by the containers' uid 10001: the directory 0755, the file 0644.
+    assert stat.S_IMODE(config.path.stat().st_mode) == 0o755
+    assert stat.S_IMODE(config.file.stat().st_mode) == 0o644
+
+
+def test_the_runs_edits_rename_a_new_file_or_rewrite_the_same_one(tmp_path: Path) -> None:
+    config = configrun.ConfigDir(tmp_path, configrun.Values())
+    inode = config.file.stat().st_ino
+    config.write(configrun.Values(model="renamed"), in_place=False)
+    assert config.file.stat().st_ino != inode
+    assert [p.name for p in config.path.iterdir()] == [configrun.FILE_NAME]
+    inode = config.file.stat().st_ino
+    text, _ = config.write(configrun.Values(model="in-place"), in_place=True)
+    assert config.file.stat().st_ino == inode and config.file.read_text() == text
+    assert stat.S_IMODE(config.file.stat().st_mode) == 0o644
+    assert config.values.model == "in-place"
+
+
+def test_the_runs_file_is_accepted_and_sets_what_the_run_watches(tmp_path: Path) -> None:
+    config = configrun.ConfigDir(tmp_path, configrun.Values())
+    environ = load(config.file, {}).environ
+    assert environ["SB_MODEL"] == "openai:smoke-model-a"
+    assert environ["SB_DM_POLICY"] == "pairing"
+    assert environ["SB_MAX_ITERATIONS"] == "8"
+    assert reloadable("SB_MODEL") and reloadable("SB_DM_POLICY")
+    assert not reloadable("SB_MAX_ITERATIONS") and readers("SB_MAX_ITERATIONS") == ("agent",)
+
+
+def test_the_runs_broken_edit_is_refused_with_the_line_it_looks_for(tmp_path: Path) -> None:
+    config = configrun.ConfigDir(tmp_path, configrun.Values())
+    text, _ = config.write(configrun.Values(dm_policy="opne"), in_place=False)
+    with pytest.raises(ConfigError) as refused:
+        load(config.file, {})
+    line = configrun.line_of(text, "dm_policy")
+    assert text.splitlines()[line - 1] == 'dm_policy = "opne"'
+    expected = f"{config.file}:{line}: router.dm_policy: 'opne'"
+    assert [str(p) for p in refused.value.problems if expected in str(p)], refused.value.problems
+
+
+def test_log_times_are_read_as_utc() -> None:
+    assert configrun.log_time({"ts": "2026-12-02T14:00:01.250Z"}) == 1796220001.25
