@@ -23,6 +23,7 @@ from tests.bench import (
     procs,
     report,
     scheduler,
+    web,
 )
 from tests.bench.markdown import render
 from tests.bench.run import Plan, bench_profile, bench_stack
@@ -79,6 +80,7 @@ def run(plan: Plan, with_profile: bool, baseline: dict[str, Any] | None = None) 
         results["memory"] = memory.bench_memory(_say)
         results["scheduler"] = scheduler.bench_scheduler(_say)
         results["media"] = media.bench_media(_say)
+        results["web"] = web.bench_web(plan, fake, _say)
         if with_profile:
             results["profile"] = bench_profile(plan, fake, _say)
     finally:
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("modes", "channels", "memory", "scheduler", "media"),
+        choices=("modes", "channels", "memory", "scheduler", "media", "web"),
         help="run one section and put its figures into OUT/latest.json, keeping the other "
         "sections of the earlier run",
     )
@@ -142,6 +144,15 @@ def _channels(say: Callable[[str], None]) -> dict[str, Any]:
         fake.stop()
 
 
+def _web(say: Callable[[str], None]) -> dict[str, Any]:
+    """The web pages on their own (the fake model the stack needs)."""
+    fake = procs.start_fake_model("tool_then_text")
+    try:
+        return web.bench_web(Plan.full(), fake, say)
+    finally:
+        fake.stop()
+
+
 def _modes(say: Callable[[str], None]) -> dict[str, Any]:
     """The embedded modes on their own (issue 25's figures: ready, PSS, turn, CPU per turn)."""
     fake = procs.start_fake_model("tool_then_text")
@@ -169,6 +180,7 @@ SECTIONS: dict[str, tuple[Bench, Callable[[dict[str, Any]], list[str]]]] = {
     "memory": (memory.bench_memory, memory.markdown),
     "scheduler": (scheduler.bench_scheduler, scheduler.markdown),
     "media": (media.bench_media, media.markdown),
+    "web": (_web, web.markdown),
 }
 
 
@@ -177,6 +189,8 @@ def _only(section: str, out_dir: Path) -> int:
     earlier = out_dir / "latest.json"
     if section == "modes" and not earlier.is_file():
         return _modes_alone(out_dir)
+    if section == "web" and not earlier.is_file():
+        return _section_alone(section, out_dir)
     if not earlier.is_file():
         _say(f"--only needs an earlier full run's {earlier}; run `make bench` first")
         return 2
@@ -191,6 +205,23 @@ def _only(section: str, out_dir: Path) -> int:
     json_path, md_path = report.write(results, out_dir)
     print("\n".join(markdown(results[section])))
     _say(f"wrote {section} into {json_path} and {md_path}")
+    return 0
+
+
+def _section_alone(section: str, out_dir: Path) -> int:
+    """``--only <section>`` without an earlier full run: OUT/<section>.json, the table printed."""
+    bench, markdown = SECTIONS[section]
+    try:
+        figures = bench(_say)
+    except KeyboardInterrupt:
+        _say("interrupted; everything it started is stopped, no results written")
+        return 130
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{section}.json"
+    run_at = datetime.now(UTC).isoformat(timespec="seconds")
+    path.write_text(json.dumps({"run_at": run_at, "git": report.git_state(), section: figures}))
+    print("\n".join(markdown(figures)))
+    _say(f"wrote {path}")
     return 0
 
 

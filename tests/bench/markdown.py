@@ -12,6 +12,7 @@ from tests.bench import memory as memory_mod
 from tests.bench import modes as modes_mod
 from tests.bench import profile as profile_mod
 from tests.bench import scheduler as scheduler_mod
+from tests.bench import web as web_mod
 from tests.bench.load import EXACT
 
 
@@ -119,6 +120,8 @@ def render(r: dict[str, Any]) -> list[str]:
         lines += scheduler_mod.markdown(r["scheduler"])
     if r.get("media"):
         lines += media_mod.markdown(r["media"])
+    if r.get("web"):
+        lines += web_mod.markdown(r["web"])
     lines += _process_lines(r) + _floor_lines(r)
     if r.get("profile"):
         for title, prof in r["profile"].items():

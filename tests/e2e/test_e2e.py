@@ -210,6 +210,8 @@ AUTHENTICATED = [
     ("POST", "/api/cron/{name}/run"),
     ("GET", "/api/media/{sha256}"),
     ("GET", "/api/usage"),
+    ("GET", "/api/health"),  # the Control UI's Health page
+    ("GET", "/api/config"),  # the Control UI's Configuration page (redacted)
     ("POST", "/api/sessions/{key}/reset"),
     ("DELETE", "/api/sessions/{key}"),
     ("POST", "/api/sessions/{key}/abort"),
