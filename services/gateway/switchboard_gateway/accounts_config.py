@@ -46,6 +46,19 @@ class DiscordAccount(BaseModel):
     api_base: str = ""  # empty: SB_DISCORD_API_BASE
 
 
+class WhatsAppAccount(BaseModel):
+    """One more WhatsApp business phone number (Cloud API): its access token, app secret,
+    verify token and phone number id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    access_token: SecretStr
+    app_secret: SecretStr
+    verify_token: SecretStr
+    phone_number_id: str
+    api_base: str = ""  # empty: SB_WHATSAPP_API_BASE
+
+
 class SlackAccount(BaseModel):
     """One more Slack workspace (its app's bot token and signing secret)."""
 

@@ -12,7 +12,13 @@ from switchboard.plugins import PluginSettings
 from switchboard.sessions import AgentId
 from switchboard.settings import CommonSettings, RpcSettings
 
-from .accounts_config import DiscordAccount, SlackAccount, TelegramAccount, check_names
+from .accounts_config import (
+    DiscordAccount,
+    SlackAccount,
+    TelegramAccount,
+    WhatsAppAccount,
+    check_names,
+)
 from .hooks_config import Deliver, check_hooks_token, check_target_names, parse_mappings
 
 # The most messages a chat request may ever hold: checked while the body is validated, so a
@@ -118,6 +124,22 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
     # Hold Discord's gateway connection (WebSocket) for DMs and mentions, on one replica under
     # a lease (docs/channels/discord.md); off: slash commands only.
     discord_gateway: bool = False
+    # WhatsApp Cloud API (docs/channels/whatsapp.md): the system user's access token; serves
+    # WhatsApp when set (with the app secret, verify token and phone number id).
+    whatsapp_access_token: SecretStr = SecretStr("")
+    # The Meta app's secret: webhook events without a valid X-Hub-Signature-256 are refused.
+    whatsapp_app_secret: SecretStr = SecretStr("")
+    # The verify token typed in Meta's webhook setup (hub.verify_token of the GET check).
+    whatsapp_verify_token: SecretStr = SecretStr("")
+    # The business phone number's id (messages are sent from it).
+    whatsapp_phone_number_id: str = ""
+    # The Graph API base URL (version included).
+    whatsapp_api_base: str = "https://graph.facebook.com/v21.0"
+    # SB_WHATSAPP_ACCOUNTS: more numbers, JSON {"<name>": {"access_token", "app_secret",
+    # "verify_token", "phone_number_id", "api_base"?}}, each served as the account <name> (its
+    # webhook at /channels/whatsapp/<name>); SB_WHATSAPP_ACCESS_TOKEN and its neighbours are the
+    # account "default" (docs/channels/whatsapp.md).
+    whatsapp_accounts: dict[str, WhatsAppAccount] = Field(default_factory=dict)
     # --- webchat (webchat/, docs/webchat-protocol.md) ---
     # Bytes of one WebSocket frame from a client: a larger one is answered with an error.
     webchat_max_frame_bytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024)
@@ -185,6 +207,12 @@ class GatewaySettings(CommonSettings, RpcSettings, PluginSettings):
             self.discord_accounts,
             "SB_DISCORD_BOT_TOKEN",
             bool(self.discord_bot_token.get_secret_value()),
+        )
+        check_names(
+            "SB_WHATSAPP_ACCOUNTS",
+            self.whatsapp_accounts,
+            "SB_WHATSAPP_ACCESS_TOKEN",
+            bool(self.whatsapp_access_token.get_secret_value()),
         )
         return self
 

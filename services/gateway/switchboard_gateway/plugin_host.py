@@ -47,7 +47,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a NATS subject token and an env va
 # Channels a plugin may not take: the built-in chat channels and the authenticated ones
 # (the router's DM policy does not apply to those).
 RESERVED = frozenset(
-    {"telegram", "slack", "discord", "api", "openai", "webchat", "hooks", "cron", "a2a"}
+    {"telegram", "slack", "discord", "whatsapp", "api", "openai", "webchat", "hooks", "cron", "a2a"}
 )
 METHODS = ("start", "close", "typing", "verify", "parse", "format", "send")
 

@@ -26,6 +26,7 @@ _CHANNELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("slack", ("slack_bot_token", "slack_signing_secret", "slack_accounts")),
     ("discord", ("discord_bot_token", "discord_public_key", "discord_accounts")),
     ("telegram", ("telegram_bot_token", "telegram_accounts")),
+    ("whatsapp", ("whatsapp_access_token", "whatsapp_app_secret", "whatsapp_accounts")),
 )
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ..conversations import Conversations
 from ..errors import ApiError
+from .accounts import Accounts
 from .base import ChannelAdapter, ChannelError, InboundRequest, served_accounts
 from .typing import Typing
 
@@ -55,3 +56,24 @@ async def receive(channel: str, account: str, request: Request) -> JSONResponse:
         typing.expect(adapter, message)
         await conversations.publish(message)
     return JSONResponse(inbound.reply if inbound.reply is not None else {"ok": True})
+
+
+@router.get("/channels/{channel}/{account}")
+async def challenge(channel: str, account: str, request: Request) -> PlainTextResponse:
+    """A platform's check of its webhook URL (WhatsApp's ``hub.challenge``), answered by an
+    adapter with ``challenge(query) -> str``; 404 for any other."""
+    adapters: dict[str, ChannelAdapter] = request.app.state.channels
+    served = adapters.get(channel)
+    adapter: object = None
+    if isinstance(served, Accounts):
+        adapter = served.adapters.get(account)
+    elif served is not None and account in (served_accounts(served) or ()):
+        adapter = served
+    answer = getattr(adapter, "challenge", None)
+    if answer is None:
+        raise ApiError(404, "No webhook check on this channel.", code="unknown_channel")
+    try:
+        text: str = answer(dict(request.query_params))
+    except ChannelError as exc:
+        raise ApiError(exc.status, exc.message, code="channel_refused") from exc
+    return PlainTextResponse(text)
